@@ -1,0 +1,5 @@
+"""``python -m karpy`` runs the command line."""
+
+from karpy.cli import main
+
+main()

@@ -1,0 +1,28 @@
+"""The ``karpy`` command line: ``plan``, ``conformance`` and ``catalog``.
+
+The only place that prints. Bad input exits 2 with one line per problem (file, object,
+field); everything valid is still used.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from karpy.cli import catalog_cmd, conformance_cmd, plan_cmd
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="karpy",
+    help="A Karpenter-compatible node autoscaler and what-if simulator.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.command("plan")(plan_cmd.plan)
+app.command("conformance")(conformance_cmd.conformance)
+app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
+
+
+def main() -> None:
+    app()

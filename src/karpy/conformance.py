@@ -1,0 +1,291 @@
+"""The conformance runner: scheduling scenarios (``FORMAT.md`` v1) through karpy's engine.
+
+For each scenario file it builds a :class:`~karpy.state.cluster.Cluster` from the
+scenario's NodePools, existing nodes, DaemonSets and pods, runs ONE provisioning pass
+(:func:`karpy.core.scheduling.solve`), launches every new NodeClaim with the launch rule,
+binds pods and checks ``expect``. Scenarios of a kind not implemented yet are skipped;
+scenarios listed in the disputed file are reported ``DISPUTED`` and never counted as
+passed. Called by ``karpy conformance`` and the pytest wrapper.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from karpy import settings as settings_mod
+from karpy.api import load as api_load
+from karpy.catalog import conformance as conformance_catalog
+from karpy.core import scheduling
+from karpy.model import labels
+from karpy.model.catalog import Catalog
+from karpy.model.errors import InputError
+from karpy.model.objects import Node, NodePool, Pod
+from karpy.state.cluster import Cluster
+from karpy.state.events import ObjectEvent
+
+__all__ = [
+    "DISPUTED",
+    "FAIL",
+    "PASS",
+    "SKIP",
+    "Outcome",
+    "Summary",
+    "iter_run",
+    "load_disputed",
+    "run_paths",
+    "run_scenario",
+    "scenario_files",
+]
+
+PASS, FAIL, SKIP, DISPUTED = "PASS", "FAIL", "SKIP", "DISPUTED"
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    name: str
+    status: str
+    reason: str = ""
+    path: str = ""
+
+    def line(self) -> str:
+        if self.status == FAIL:
+            return f"FAIL {self.name}: {self.reason}"
+        if self.status == SKIP:
+            return f"SKIP {self.name}: {self.reason}"
+        return f"{self.status} {self.name}"
+
+
+@dataclass
+class Summary:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+    def line(self) -> str:
+        return (
+            f"{self.count(PASS)} passed, {self.count(FAIL)} failed, "
+            f"{self.count(SKIP)} skipped, {self.count(DISPUTED)} disputed"
+        )
+
+
+def scenario_files(paths: Sequence[Path]) -> list[Path]:
+    """Scenario YAML files under ``paths`` (catalog folders and ``disputed.yaml`` excluded), sorted."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            found.append(path)
+            continue
+        if not path.is_dir():
+            raise InputError(f"{path}: no such file or directory")
+        for candidate in sorted(path.glob("*.yaml")):
+            if candidate.name != "disputed.yaml":
+                found.append(candidate)
+    return found
+
+
+def load_disputed(path: Path | None) -> dict[str, dict[str, Any]]:
+    """Disputed scenarios by name (each entry names the upstream test line and karpy's trace)."""
+    if path is None or not path.exists():
+        return {}
+    raw = yaml.load(path.read_text(), Loader=_Loader) or {}
+    entries = raw.get("disputed", []) if isinstance(raw, dict) else raw
+    out: dict[str, dict[str, Any]] = {}
+    for index, entry in enumerate(entries or []):
+        if not isinstance(entry, dict) or "name" not in entry:
+            raise InputError(f"{path}: entry {index}: needs a name")
+        for needed in ("upstream", "trace"):
+            if not entry.get(needed):
+                raise InputError(f"{path}: entry {index} ({entry['name']}): {needed} is required")
+        out[str(entry["name"])] = entry
+    return out
+
+
+class _Catalogs:
+    def __init__(self) -> None:
+        self._cache: dict[Path, Catalog] = {}
+
+    def get(self, scenario: Path, spec: object) -> Catalog:
+        if isinstance(spec, str):
+            path = scenario.parent / "catalogs" / f"{spec}.yaml"
+            if path not in self._cache:
+                self._cache[path] = conformance_catalog.load(path)
+            return self._cache[path]
+        if isinstance(spec, list):
+            return conformance_catalog.from_entries(spec, name=f"{scenario.name}:instanceTypes")
+        raise InputError(f"{scenario}: instanceTypes must be a catalog name or a list")
+
+
+def _objects(doc: Mapping[str, Any], field_name: str, convert: Any, scenario: Path) -> list[Any]:
+    out = []
+    for index, raw in enumerate(doc.get(field_name) or []):
+        try:
+            out.append(convert(raw))
+        except InputError as exc:
+            raise InputError(f"{scenario.name}: {field_name}[{index}]: {exc}") from None
+    return out
+
+
+@dataclass
+class _Placed:
+    node: str
+    labels: dict[str, str]
+    new: bool
+    node_pool: str = ""
+
+
+def _pod_key(name: str) -> str:
+    return name if "/" in name else f"default/{name}"
+
+
+def run_scenario(
+    path: Path, catalogs: _Catalogs | None = None, disputed: Mapping[str, Any] | None = None
+) -> Outcome:
+    doc = yaml.load(path.read_text(), Loader=_Loader)
+    if not isinstance(doc, dict):
+        return Outcome(path.stem, FAIL, "not a scenario mapping", str(path))
+    name = str(doc.get("name", path.stem))
+    if disputed and name in disputed:
+        return Outcome(name, DISPUTED, "", str(path))
+    kind = doc.get("kind", "scheduling")
+    if kind != "scheduling":
+        return Outcome(name, SKIP, f"kind {kind} not supported", str(path))
+    try:
+        return Outcome(name, *_run(path, doc, catalogs or _Catalogs()), path=str(path))
+    except InputError as exc:
+        return Outcome(name, FAIL, f"bad scenario: {exc}", str(path))
+
+
+def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, str]:
+    catalog = catalogs.get(path, doc.get("instanceTypes", "karpenter-fake"))
+    pools: list[NodePool] = _objects(doc, "nodePools", api_load.convert_node_pool, path)
+    nodes: list[Node] = _objects(doc, "existingNodes", api_load.convert_node, path)
+    daemonsets = _objects(doc, "daemonSets", api_load.convert_daemonset, path)
+    pods: list[Pod] = _objects(doc, "pods", api_load.convert_pod, path)
+    types = catalog.instance_types
+    cluster = Cluster(
+        lambda _pool, _nc: types, settings=settings_mod.Settings(), well_known=catalog.well_known
+    )
+    for obj in [*pools, *nodes, *daemonsets, *pods]:
+        cluster.apply(ObjectEvent.added(obj))
+    snapshot = cluster.snapshot(0.0)
+    results = scheduling.solve(snapshot)
+    catalog_order = [it.name for it in catalog.instance_types]
+    placed: dict[str, _Placed] = {}
+    node_labels: dict[str, dict[str, str]] = {n.name: dict(n.labels) for n in nodes}
+    for n in nodes:
+        node_labels[n.name].setdefault(labels.HOSTNAME, n.name)
+    for pod in pods:
+        if pod.node_name:
+            placed[pod.key] = _Placed(pod.node_name, node_labels.get(pod.node_name, {}), False)
+    for pod_key, node_name in results.existing.items():
+        placed[pod_key] = _Placed(node_name, node_labels.get(node_name, {}), False)
+    new_per_pool: Counter[str] = Counter()
+    launched = 0
+    for claim in results.new_claims:
+        node = scheduling.launch(claim, catalog_order, well_known=catalog.well_known)
+        if node is None:
+            continue
+        launched += 1
+        new_per_pool[claim.node_pool] += 1
+        for pod in claim.pods:
+            placed[pod.key] = _Placed(claim.name, node.labels, True, claim.node_pool)
+    failures = _check(doc.get("expect") or {}, pods, placed, launched, new_per_pool, results)
+    if failures:
+        return FAIL, "; ".join(failures)
+    return PASS, ""
+
+
+def _check(
+    expect: Mapping[str, Any],
+    pods: Sequence[Pod],
+    placed: Mapping[str, _Placed],
+    launched: int,
+    new_per_pool: Counter[str],
+    results: scheduling.Results,
+) -> list[str]:
+    failures: list[str] = []
+    errors = {e.pod.key: e for e in results.errors}
+    for raw_name, want in (expect.get("pods") or {}).items():
+        key = _pod_key(str(raw_name))
+        got = placed.get(key)
+        if want.get("scheduled") is True and got is None:
+            why = errors[key].summary() if key in errors else "not placed"
+            failures.append(f"{raw_name} pending, want scheduled ({why})")
+            continue
+        if want.get("scheduled") is False and got is not None:
+            failures.append(f"{raw_name} scheduled on {got.node}, want pending")
+            continue
+        if got is None:
+            continue
+        for label, value in (want.get("nodeLabels") or {}).items():
+            if got.labels.get(label) != str(value):
+                failures.append(f"{raw_name} on node with {label}={got.labels.get(label)!r}, want {value!r}")
+        for label, values in (want.get("nodeLabelsIn") or {}).items():
+            if got.labels.get(label) not in [str(v) for v in values]:
+                failures.append(
+                    f"{raw_name} on node with {label}={got.labels.get(label)!r}, want one of {values}"
+                )
+        if "existingNode" in want and (got.new or got.node != want["existingNode"]):
+            failures.append(f"{raw_name} on {got.node}, want existing node {want['existingNode']}")
+    for group in expect.get("sameNode") or []:
+        hosts = {placed[_pod_key(p)].node if _pod_key(p) in placed else None for p in group}
+        if len(hosts) != 1 or None in hosts:
+            failures.append(f"sameNode {group}: on {sorted(str(h) for h in hosts)}")
+    for group in expect.get("differentNodes") or []:
+        spread = [placed[_pod_key(p)].node if _pod_key(p) in placed else None for p in group]
+        if None in spread or len(set(spread)) != len(spread):
+            failures.append(f"differentNodes {group}: on {spread}")
+    if "newNodes" in expect and launched != int(expect["newNodes"]):
+        failures.append(f"newNodes {launched}, want {expect['newNodes']}")
+    if "newNodesAtMost" in expect and launched > int(expect["newNodesAtMost"]):
+        failures.append(f"newNodes {launched}, want at most {expect['newNodesAtMost']}")
+    for pool, count in (expect.get("nodePoolsUsed") or {}).items():
+        if new_per_pool.get(str(pool), 0) != int(count):
+            failures.append(f"nodePoolsUsed {pool}: {new_per_pool.get(str(pool), 0)}, want {count}")
+    for skew in expect.get("skew") or []:
+        counts = _skew_counts(skew, pods, placed)
+        want_counts = [int(c) for c in skew.get("counts", [])]
+        if counts != want_counts:
+            failures.append(
+                f"skew {skew.get('topologyKey')} {skew.get('selector')}: {counts}, want {want_counts}"
+            )
+    return failures
+
+
+def _skew_counts(skew: Mapping[str, Any], pods: Sequence[Pod], placed: Mapping[str, _Placed]) -> list[int]:
+    key = str(skew.get("topologyKey"))
+    selector = {str(k): str(v) for k, v in (skew.get("selector") or {}).items()}
+    counter: Counter[str] = Counter()
+    for pod in pods:
+        if pod.namespace != "default" or pod.is_terminal():
+            continue
+        if any(pod.labels.get(k) != v for k, v in selector.items()):
+            continue
+        where = placed.get(pod.key)
+        if where is None:
+            continue
+        domain = where.labels.get(key)
+        if domain is None:
+            continue
+        counter[domain] += 1
+    return sorted(counter.values())
+
+
+def iter_run(paths: Sequence[Path], disputed_path: Path | None) -> Iterator[Outcome]:
+    disputed = load_disputed(disputed_path)
+    catalogs = _Catalogs()
+    for path in scenario_files(paths):
+        yield run_scenario(path, catalogs, disputed)
+
+
+def run_paths(paths: Sequence[Path], disputed_path: Path | None) -> Summary:
+    return Summary(list(iter_run(paths, disputed_path)))

@@ -1,0 +1,7 @@
+"""Provisioning simulation: ``solve(snapshot, pods) -> Results`` and the launch rule."""
+
+from karpy.core.scheduling.launch import Launched, launch
+from karpy.core.scheduling.results import PlannedClaim, PodError, Results
+from karpy.core.scheduling.scheduler import solve
+
+__all__ = ["Launched", "PlannedClaim", "PodError", "Results", "launch", "solve"]

@@ -1,0 +1,62 @@
+"""What the scheduler derives from one pod: its node requirements and its requests.
+
+``pod_requirements`` follows Karpenter's ``NewPodRequirements``: nodeSelector + the
+heaviest preferred node-affinity term (treated as required, unless preferences are
+ignored) + the *first* required nodeSelectorTerm; ``strict_requirements`` leaves the
+preference out. ``validate`` rejects pods Karpenter will not provision for.
+Called by :mod:`karpy.core.scheduling.scheduler` and the topology code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from karpy.model import labels
+from karpy.model.objects import Pod
+from karpy.model.requirements import Requirements
+from karpy.model.resources import PODS, Resources
+
+__all__ = ["PodData", "pod_data", "pod_requests", "strict_requirements", "validate"]
+
+_ONE_POD = Resources({PODS: 1})
+
+
+@dataclass(frozen=True, slots=True)
+class PodData:
+    requirements: Requirements
+    strict: Requirements
+    requests: Resources
+
+
+def pod_requests(pod: Pod) -> Resources:
+    """A pod's scheduling requests plus the one ``pods`` slot it takes."""
+    return pod.requests + _ONE_POD
+
+
+def strict_requirements(pod: Pod) -> Requirements:
+    reqs = Requirements.from_labels(pod.node_selector)
+    if pod.required_terms:
+        reqs = reqs.add(*pod.required_terms[0].requirements)
+    return reqs
+
+
+def pod_data(pod: Pod, *, respect_preferences: bool = True) -> PodData:
+    strict = strict_requirements(pod)
+    reqs = strict
+    if respect_preferences and pod.preferred_terms:
+        heaviest = max(pod.preferred_terms, key=lambda t: t.weight)
+        reqs = Requirements(heaviest.term.requirements).union_with(strict)
+    return PodData(reqs, strict, pod_requests(pod))
+
+
+def validate(pod: Pod, well_known: frozenset[str]) -> str | None:
+    """Why Karpenter refuses to provision for ``pod``, or None."""
+    keys: list[str] = list(pod.node_selector)
+    for term in pod.required_terms:
+        keys.extend(r.key for r in term.requirements)
+    for weighted in pod.preferred_terms:
+        keys.extend(r.key for r in weighted.term.requirements)
+    for key in keys:
+        if labels.is_restricted_for_pods(key, well_known):
+            return f'label "{key}" is restricted; Karpenter does not provision for pods that select on it'
+    return None

@@ -1,0 +1,112 @@
+"""An immutable view of the cluster that every core decision is computed from.
+
+Built by :meth:`karpy.state.cluster.Cluster.snapshot`; read by
+:mod:`karpy.core.scheduling` (and later the disruption core). A :class:`StateNode`
+joins a Node and its NodeClaim (by providerID), or stands for a NodeClaim that has
+launched but not registered yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from karpy import settings as settings_mod
+from karpy.model import labels
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import DaemonSet, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.model.resources import EMPTY, Resources
+from karpy.model.taints import Taint
+
+__all__ = ["Snapshot", "StateNode"]
+
+
+@dataclass(frozen=True, slots=True)
+class StateNode:
+    """A node as the scheduler sees it: Node and/or NodeClaim, with its bound pods."""
+
+    name: str
+    node: Node | None = None
+    claim: NodeClaim | None = None
+    pods: tuple[Pod, ...] = ()
+    marked_for_deletion: bool = False
+    nominated: bool = False
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self.node is not None:
+            if self.claim is None:
+                return self.node.labels
+            return {**self.claim.labels, **self.node.labels}
+        if self.claim is not None:
+            return {**self.claim.labels, labels.HOSTNAME: self.name}
+        return {}
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        if self.node is not None:
+            return self.node.taints
+        if self.claim is not None:
+            return self.claim.taints + self.claim.startup_taints
+        return ()
+
+    @property
+    def allocatable(self) -> Resources:
+        if self.node is not None and (self.node.allocatable or self.claim is None):
+            return self.node.allocatable
+        if self.claim is not None:
+            return self.claim.allocatable
+        return EMPTY
+
+    @property
+    def managed(self) -> bool:
+        return self.claim is not None
+
+    @property
+    def node_pool(self) -> str:
+        if self.claim is not None and self.claim.node_pool:
+            return self.claim.node_pool
+        return self.labels.get(labels.NODEPOOL, "")
+
+    @property
+    def initialized(self) -> bool:
+        """Unmanaged nodes are always initialized; managed ones once their claim says so."""
+        if self.claim is None:
+            return self.node is not None
+        if self.node is None:
+            return False
+        return self.claim.is_true("Initialized") or self.node.labels.get(labels.INITIALIZED) == "true"
+
+    @property
+    def provider_id(self) -> str:
+        if self.claim is not None and self.claim.provider_id:
+            return self.claim.provider_id
+        return self.node.provider_id if self.node is not None else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything a core decision needs; nothing outside it is read."""
+
+    now: float = 0.0
+    nodes: tuple[StateNode, ...] = ()
+    pods: tuple[Pod, ...] = ()
+    node_pools: tuple[NodePool, ...] = ()
+    instance_types: Mapping[str, tuple[InstanceType, ...]] = field(default_factory=dict)
+    daemonsets: tuple[DaemonSet, ...] = ()
+    pdbs: tuple[PodDisruptionBudget, ...] = ()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    well_known: frozenset[str] = labels.CORE_WELL_KNOWN
+    settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
+
+    def pending_pods(self) -> tuple[Pod, ...]:
+        """Pods the provisioner should find capacity for (unbound, not terminal, not DaemonSet)."""
+        return tuple(
+            p
+            for p in self.pods
+            if not p.node_name
+            and not p.is_terminal()
+            and not p.deleting
+            and not p.is_daemonset_pod()
+            and not p.scheduling_gated
+        )

@@ -1,0 +1,77 @@
+"""Instance types and their offerings (Karpenter's ``cloudprovider.InstanceType``).
+
+An :class:`InstanceType` carries its label requirements, capacity, overhead and
+offerings; an :class:`Offering` is one (zone, capacity type) with a price and an
+availability flag. Catalogs are loaded by :mod:`karpy.catalog`; allocatable for AWS
+types is computed by :mod:`karpy.core.capacity`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from karpy.model import labels
+from karpy.model.requirements import Requirements
+from karpy.model.resources import EMPTY, Resources
+
+__all__ = ["Catalog", "InstanceType", "Offering"]
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    zone: str
+    capacity_type: str
+    price: float
+    available: bool = True
+    reservation_id: str = ""
+
+    def requirements(self) -> Requirements:
+        return Requirements.from_labels({labels.ZONE: self.zone, labels.CAPACITY_TYPE: self.capacity_type})
+
+    def compatible(self, reqs: Requirements) -> bool:
+        zone = reqs.get(labels.ZONE)
+        if zone is not None and not zone.has(self.zone):
+            return False
+        ct = reqs.get(labels.CAPACITY_TYPE)
+        return ct is None or ct.has(self.capacity_type)
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceType:
+    """One launchable shape; ``requirements`` include instance-type, arch, os, zones and capacity types."""
+
+    name: str
+    requirements: Requirements
+    offerings: tuple[Offering, ...]
+    capacity: Resources
+    overhead: Resources = EMPTY
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def allocatable(self) -> Resources:
+        return self.capacity - self.overhead
+
+    def available_offerings(self) -> tuple[Offering, ...]:
+        return tuple(o for o in self.offerings if o.available)
+
+    def cheapest_offering(self, reqs: Requirements) -> Offering | None:
+        """Cheapest available offering compatible with ``reqs``; ties keep catalog order."""
+        best: Offering | None = None
+        for offering in self.offerings:
+            if (
+                offering.available
+                and offering.compatible(reqs)
+                and (best is None or offering.price < best.price)
+            ):
+                best = offering
+        return best
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """A named list of instance types plus the extra label keys they make well-known."""
+
+    name: str
+    instance_types: tuple[InstanceType, ...]
+    well_known: frozenset[str] = labels.CORE_WELL_KNOWN
+    region: str = ""

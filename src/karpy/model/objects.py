@@ -1,0 +1,274 @@
+"""The Kubernetes and Karpenter objects karpy reads, reduced to the fields it uses.
+
+Frozen, slotted dataclasses built by :mod:`karpy.api` (from YAML) and by
+:mod:`karpy.model.codec` (from raw watch JSON). Times are POSIX seconds (UTC floats).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from karpy.model.requirements import Requirement, Requirements
+from karpy.model.resources import EMPTY, Resources
+from karpy.model.selectors import LabelSelector
+from karpy.model.taints import Taint, Toleration
+
+__all__ = [
+    "Budget",
+    "Condition",
+    "DaemonSet",
+    "Disruption",
+    "HostPort",
+    "Node",
+    "NodeClaim",
+    "NodeClassRef",
+    "NodePool",
+    "NodeSelectorTerm",
+    "OwnerRef",
+    "Pod",
+    "PodAffinityTerm",
+    "PodDisruptionBudget",
+    "TopologySpreadConstraint",
+    "WeightedPodAffinityTerm",
+    "WeightedTerm",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerRef:
+    kind: str
+    name: str
+    api_version: str = ""
+    controller: bool = False
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    port: int
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+    def conflicts(self, other: HostPort) -> bool:
+        """Same port and protocol, and IPs that overlap (empty / 0.0.0.0 = all)."""
+        if self.port != other.port or self.protocol != other.protocol:
+            return False
+        wild = ("", "0.0.0.0")
+        return self.host_ip in wild or other.host_ip in wild or self.host_ip == other.host_ip
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """One ORed term of a required node affinity: its expressions ANDed."""
+
+    requirements: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    weight: int
+    term: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    topology_key: str
+    selector: LabelSelector | None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: tuple[str, ...] = ()
+    mismatch_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule | ScheduleAnyway
+    selector: LabelSelector | None
+    min_domains: int | None = None
+    node_affinity_policy: str = "Honor"
+    node_taints_policy: str = "Ignore"
+    match_label_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    namespace: str
+    name: str
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    owners: tuple[OwnerRef, ...] = ()
+    node_name: str = ""
+    phase: str = "Pending"
+    priority: int = 0
+    created: float = 0.0
+    deleting: bool = False
+    requests: Resources = EMPTY
+    host_ports: tuple[HostPort, ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    required_terms: tuple[NodeSelectorTerm, ...] = ()
+    preferred_terms: tuple[WeightedTerm, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    spread: tuple[TopologySpreadConstraint, ...] = ()
+    affinity: tuple[PodAffinityTerm, ...] = ()
+    affinity_preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    anti_affinity_preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+    nominated_node: str = ""
+    scheduling_gated: bool = False
+    termination_grace_seconds: int = 30
+    priority_class: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def controller(self) -> OwnerRef | None:
+        for owner in self.owners:
+            if owner.controller:
+                return owner
+        return self.owners[0] if self.owners else None
+
+    def is_daemonset_pod(self) -> bool:
+        owner = self.controller
+        return owner is not None and owner.kind == "DaemonSet"
+
+    def is_terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+    def has_pod_affinity(self) -> bool:
+        return bool(
+            self.affinity or self.affinity_preferred or self.anti_affinity or self.anti_affinity_preferred
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+    last_transition: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    capacity: Resources = EMPTY
+    allocatable: Resources = EMPTY
+    provider_id: str = ""
+    unschedulable: bool = False
+    ready: bool = True
+    created: float = 0.0
+    deleting: bool = False
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClassRef:
+    group: str
+    kind: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    nodes: str = "10%"
+    schedule: str | None = None
+    duration: float | None = None  # seconds
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Disruption:
+    consolidation_policy: str = "WhenEmptyOrUnderutilized"
+    consolidate_after: float | None = 0.0  # seconds; None = Never
+    budgets: tuple[Budget, ...] = (Budget(),)
+
+
+@dataclass(frozen=True, slots=True)
+class NodePool:
+    name: str
+    weight: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    requirements: tuple[Requirement, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    node_class_ref: NodeClassRef | None = None
+    expire_after: float | None = 720 * 3600.0  # seconds; None = Never
+    termination_grace_period: float | None = None
+    limits: Resources | None = None
+    disruption: Disruption = field(default_factory=Disruption)
+    replicas: int | None = None
+    created: float = 0.0
+    uid: str = ""
+    deleting: bool = False
+
+    def requirement_set(self) -> Requirements:
+        """NodePool requirements with the template labels intersected in."""
+        return Requirements(self.requirements).union_with(Requirements.from_labels(self.labels))
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClaim:
+    name: str
+    node_pool: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    requirements: tuple[Requirement, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    startup_taints: tuple[Taint, ...] = ()
+    node_class_ref: NodeClassRef | None = None
+    requests: Resources = EMPTY
+    provider_id: str = ""
+    node_name: str = ""
+    image_id: str = ""
+    capacity: Resources = EMPTY
+    allocatable: Resources = EMPTY
+    conditions: tuple[Condition, ...] = ()
+    created: float = 0.0
+    deleting: bool = False
+    expire_after: float | None = None
+    termination_grace_period: float | None = None
+    last_pod_event: float | None = None
+
+    def condition(self, kind: str) -> Condition | None:
+        for cond in self.conditions:
+            if cond.type == kind:
+                return cond
+        return None
+
+    def is_true(self, kind: str) -> bool:
+        cond = self.condition(kind)
+        return cond is not None and cond.status == "True"
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSet:
+    namespace: str
+    name: str
+    template: Pod
+
+
+@dataclass(frozen=True, slots=True)
+class PodDisruptionBudget:
+    namespace: str
+    name: str
+    selector: LabelSelector | None
+    min_available: str | None = None  # int or percent string
+    max_unavailable: str | None = None
+    unhealthy_pod_eviction_policy: str = "IfHealthyBudget"
+    disruptions_allowed: int | None = None  # status, when known

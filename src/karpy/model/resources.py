@@ -1,0 +1,116 @@
+"""Resource lists as frozen mappings of exact integers.
+
+``cpu`` is held in millicores, every other resource (memory and storage in bytes,
+``pods``, extended resources) in whole units. Used everywhere a request, an
+allocatable or a limit is compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from fractions import Fraction
+
+from karpy.model import quantity
+
+__all__ = ["CPU", "EPHEMERAL_STORAGE", "MEMORY", "PODS", "Resources", "amount"]
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+
+
+def amount(resource: str, value: str | int | float | Fraction) -> int:
+    """The integer amount of ``resource`` that a quantity denotes (cpu in millicores)."""
+    return quantity.to_milli(value) if resource == CPU else quantity.to_units(value)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable resource list; missing resources are zero."""
+
+    __slots__ = ("_hash", "_values")
+
+    def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+        items = values.items() if isinstance(values, Mapping) else values
+        self._values: dict[str, int] = {k: v for k, v in items if v != 0}
+        self._hash: int | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, str | int | float]) -> Resources:
+        """Build from a Kubernetes resource list (``{"cpu": "500m", "memory": "1Gi"}``)."""
+        return cls({name: amount(name, value) for name, value in raw.items()})
+
+    def __getitem__(self, key: str) -> int:
+        return self._values[key]
+
+    def get(self, key: str, default: int = 0) -> int:  # type: ignore[override]
+        return self._values.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Resources):
+            return self._values == other._values
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        if self._hash is None:
+            self._hash = hash(frozenset(self._values.items()))
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Resources({self.format()})"
+
+    def __add__(self, other: Mapping[str, int]) -> Resources:
+        out = dict(self._values)
+        for key, value in other.items():
+            out[key] = out.get(key, 0) + value
+        return Resources(out)
+
+    def __sub__(self, other: Mapping[str, int]) -> Resources:
+        out = dict(self._values)
+        for key, value in other.items():
+            out[key] = out.get(key, 0) - value
+        return Resources(out)
+
+    def max(self, other: Mapping[str, int]) -> Resources:
+        """Per-resource maximum."""
+        out = dict(self._values)
+        for key, value in other.items():
+            if value > out.get(key, 0):
+                out[key] = value
+        return Resources(out)
+
+    def fits(self, available: Mapping[str, int]) -> bool:
+        """True when every requested resource is within ``available`` (missing = 0)."""
+        return all(value <= available.get(key, 0) for key, value in self._values.items())
+
+    def exceeding(self, available: Mapping[str, int]) -> list[str]:
+        """Names of the resources that do not fit in ``available``, sorted."""
+        return sorted(k for k, v in self._values.items() if v > available.get(k, 0))
+
+    def any_negative(self) -> bool:
+        return any(v < 0 for v in self._values.values())
+
+    def format(self) -> str:
+        """``cpu: 1500m, memory: 2Gi`` with Kubernetes-style units."""
+        return ", ".join(f"{k}: {quantity.format_quantity(k, v)}" for k, v in sorted(self._values.items()))
+
+    def as_dict(self) -> dict[str, str]:
+        return {k: quantity.format_quantity(k, v) for k, v in sorted(self._values.items())}
+
+
+EMPTY = Resources()
+
+
+def total(items: Iterable[Mapping[str, int]]) -> Resources:
+    """Sum of resource lists."""
+    out: dict[str, int] = {}
+    for item in items:
+        for key, value in item.items():
+            out[key] = out.get(key, 0) + value
+    return Resources(out)

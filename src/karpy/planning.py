@@ -1,0 +1,109 @@
+"""One-shot provisioning plans: objects read from files -> a solved, launched plan.
+
+Builds a :class:`~karpy.state.cluster.Cluster` from what :mod:`karpy.api.load` read
+(NodePools, NodeClasses, Nodes, NodeClaims, Pods, DaemonSets, Deployments/ReplicaSets
+expanded to pending pods, PDBs, Namespaces), runs :func:`karpy.core.scheduling.solve`
+and applies the launch rule to every new NodeClaim. Called by ``karpy plan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from karpy import catalog as catalog_mod
+from karpy import settings as settings_mod
+from karpy.api import load as api_load
+from karpy.core import scheduling
+from karpy.model.catalog import Catalog, InstanceType
+from karpy.model.nodeclass import EC2NodeClass, NodeClass
+from karpy.model.objects import NodePool
+from karpy.state.cluster import Cluster
+from karpy.state.events import Namespace, ObjectEvent
+
+__all__ = ["Plan", "build_cluster", "make_plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    catalog: str
+    results: scheduling.Results
+    launched: tuple[scheduling.Launched, ...]
+    unlaunchable: tuple[scheduling.PlannedClaim, ...]
+    pending: int
+
+    @property
+    def hourly_cost(self) -> float:
+        return sum(node.price for node in self.launched)
+
+
+class _Types:
+    """Instance types per NodePool, resolved through its NodeClass (EC2NodeClass changes allocatable)."""
+
+    def __init__(self, spec: str, settings: settings_mod.Settings, prices: dict[Any, float] | None) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.prices = prices
+        self._cache: dict[object, Catalog] = {}
+
+    def catalog(self, node_class: NodeClass | None) -> Catalog:
+        key = node_class if isinstance(node_class, EC2NodeClass) else None
+        if key not in self._cache:
+            self._cache[key] = catalog_mod.load(
+                self.spec, nodeclass=key, pricing=self.settings.pricing, prices_override=self.prices
+            )
+        return self._cache[key]
+
+    def __call__(self, pool: NodePool, node_class: NodeClass | None) -> tuple[InstanceType, ...]:
+        return self.catalog(node_class).instance_types
+
+
+def build_cluster(
+    loaded: api_load.Loaded,
+    *,
+    catalog_spec: str,
+    settings: settings_mod.Settings,
+    prices: dict[Any, float] | None = None,
+) -> tuple[Cluster, Catalog]:
+    types = _Types(catalog_spec, settings, prices)
+    base = types.catalog(None)
+    cluster = Cluster(types, settings=settings, well_known=base.well_known)
+    objects: list[Any] = [
+        *loaded.node_pools,
+        *loaded.ec2_node_classes,
+        *loaded.kwok_node_classes,
+        *loaded.nodes,
+        *loaded.node_claims,
+        *loaded.daemonsets,
+        *loaded.pdbs,
+        *loaded.pods,
+    ]
+    for workload in [*loaded.deployments, *loaded.replicasets]:
+        objects.extend(api_load.expand(workload))
+    objects.extend(Namespace(ns.name, dict(ns.labels)) for ns in loaded.namespaces)
+    for obj in objects:
+        cluster.apply(ObjectEvent.added(obj))
+    return cluster, base
+
+
+def make_plan(
+    loaded: api_load.Loaded,
+    *,
+    catalog_spec: str = "aws:us-east-1",
+    settings: settings_mod.Settings | None = None,
+    prices: dict[Any, float] | None = None,
+) -> Plan:
+    settings = settings or settings_mod.Settings()
+    cluster, base = build_cluster(loaded, catalog_spec=catalog_spec, settings=settings, prices=prices)
+    snapshot = cluster.snapshot(0.0)
+    results = scheduling.solve(snapshot)
+    order = [it.name for it in base.instance_types]
+    launched: list[scheduling.Launched] = []
+    unlaunchable: list[scheduling.PlannedClaim] = []
+    for claim in results.new_claims:
+        node = scheduling.launch(claim, order, well_known=base.well_known)
+        if node is None:
+            unlaunchable.append(claim)
+        else:
+            launched.append(node)
+    return Plan(base.name, results, tuple(launched), tuple(unlaunchable), len(snapshot.pending_pods()))

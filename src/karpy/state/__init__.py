@@ -1,0 +1,1 @@
+"""The in-memory cluster state: the only shared mutable object (changed by ``apply``)."""
