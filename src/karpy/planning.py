@@ -19,7 +19,7 @@ from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import EC2NodeClass, NodeClass
 from karpy.model.objects import NodePool
 from karpy.state.cluster import Cluster
-from karpy.state.events import Namespace, ObjectEvent
+from karpy.state.events import ObjectEvent
 
 __all__ = ["Plan", "build_cluster", "make_plan"]
 
@@ -44,13 +44,14 @@ class _Types:
         self.spec = spec
         self.settings = settings
         self.prices = prices
-        self._cache: dict[object, Catalog] = {}
+        self._cache: dict[str | None, Catalog] = {}
 
     def catalog(self, node_class: NodeClass | None) -> Catalog:
-        key = node_class if isinstance(node_class, EC2NodeClass) else None
+        ec2 = node_class if isinstance(node_class, EC2NodeClass) else None
+        key = None if ec2 is None else ec2.name
         if key not in self._cache:
             self._cache[key] = catalog_mod.load(
-                self.spec, nodeclass=key, pricing=self.settings.pricing, prices_override=self.prices
+                self.spec, nodeclass=ec2, pricing=self.settings.pricing, prices_override=self.prices
             )
         return self._cache[key]
 
@@ -76,11 +77,9 @@ def build_cluster(
         *loaded.node_claims,
         *loaded.daemonsets,
         *loaded.pdbs,
-        *loaded.pods,
+        *loaded.workload_pods(),
     ]
-    for workload in [*loaded.deployments, *loaded.replicasets]:
-        objects.extend(api_load.expand(workload))
-    objects.extend(Namespace(ns.name, dict(ns.labels)) for ns in loaded.namespaces)
+    objects.extend(loaded.namespaces)
     for obj in objects:
         cluster.apply(ObjectEvent.added(obj))
     return cluster, base

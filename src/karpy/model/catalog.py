@@ -47,9 +47,14 @@ class InstanceType:
     overhead: Resources = EMPTY
     labels: dict[str, str] = field(default_factory=dict)
 
+    _allocatable: Resources = field(default=EMPTY, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_allocatable", self.capacity - self.overhead)
+
     @property
     def allocatable(self) -> Resources:
-        return self.capacity - self.overhead
+        return self._allocatable
 
     def available_offerings(self) -> tuple[Offering, ...]:
         return tuple(o for o in self.offerings if o.available)

@@ -22,6 +22,7 @@ __all__ = [
     "Node",
     "NodeClaim",
     "NodeClassRef",
+    "Namespace",
     "NodePool",
     "NodeSelectorTerm",
     "OwnerRef",
@@ -31,6 +32,7 @@ __all__ = [
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
     "WeightedTerm",
+    "Workload",
 ]
 
 
@@ -210,12 +212,13 @@ class NodePool:
     node_class_ref: NodeClassRef | None = None
     expire_after: float | None = 720 * 3600.0  # seconds; None = Never
     termination_grace_period: float | None = None
-    limits: Resources | None = None
+    limits: dict[str, int] | None = None  # explicit zeros kept: a limit of 0 forbids launching
     disruption: Disruption = field(default_factory=Disruption)
     replicas: int | None = None
     created: float = 0.0
     uid: str = ""
     deleting: bool = False
+    meta_annotations: dict[str, str] = field(default_factory=dict)  # the NodePool's own metadata
 
     def requirement_set(self) -> Requirements:
         """NodePool requirements with the template labels intersected in."""
@@ -272,3 +275,23 @@ class PodDisruptionBudget:
     max_unavailable: str | None = None
     unhealthy_pod_eviction_policy: str = "IfHealthyBudget"
     disruptions_allowed: int | None = None  # status, when known
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A namespace's name and labels (for pod affinity ``namespaceSelector``)."""
+
+    name: str
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A Deployment or ReplicaSet: ``replicas`` copies of ``template``."""
+
+    kind: str
+    namespace: str
+    name: str
+    replicas: int
+    template: Pod
+    uid: str = ""

@@ -196,6 +196,18 @@ def _min_opt(a: int | None, b: int | None) -> int | None:
 _NEGATIVE_OPS = (NOT_IN, DOES_NOT_EXIST)
 
 
+def _pair_overlaps(a: Requirement, b: Requirement) -> bool:
+    """``len(a.intersection(b)) > 0`` without building the intersection."""
+    if not a.complement and not b.complement:
+        return not a.values.isdisjoint(b.values)
+    if a.complement and b.complement:
+        gte = _max_opt(a.gte, b.gte)
+        lte = _min_opt(a.lte, b.lte)
+        return gte is None or lte is None or gte <= lte
+    concrete, complement = (b, a) if a.complement else (a, b)
+    return any(v not in complement.values and complement._within(v) for v in concrete.values)
+
+
 class Requirements(Mapping[str, Requirement]):
     """An immutable map of label key to :class:`Requirement`."""
 
@@ -302,23 +314,16 @@ class Requirements(Mapping[str, Requirement]):
 
     def overlaps(self, other: Requirements) -> bool:
         """True when :meth:`intersects` finds no conflict (fast path, no messages)."""
-        small, large = (
-            (self._reqs, other._reqs)
-            if len(self._reqs) <= len(other._reqs)
-            else (
-                other._reqs,
-                self._reqs,
-            )
-        )
-        for key in small:
-            if key not in large:
+        mine, theirs = self._reqs, other._reqs
+        if len(mine) > len(theirs):
+            mine, theirs = theirs, mine
+        for key, a in mine.items():
+            b = theirs.get(key)
+            if b is None or a is b or _pair_overlaps(a, b):
                 continue
-            existing = self._reqs[key]
-            incoming = other._reqs[key]
-            if len(existing.intersection(incoming)) == 0:
-                if incoming.operator in _NEGATIVE_OPS and existing.operator in _NEGATIVE_OPS:
-                    continue
-                return False
+            if a.operator in _NEGATIVE_OPS and b.operator in _NEGATIVE_OPS:
+                continue
+            return False
         return True
 
     def labels(self, well_known: frozenset[str] = labels_mod.CORE_WELL_KNOWN) -> dict[str, str]:

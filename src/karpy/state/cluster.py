@@ -19,8 +19,8 @@ from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
-from karpy.model.objects import DaemonSet, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
-from karpy.state.events import DELETED, Namespace, ObjectEvent
+from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["Cluster", "InstanceTypeSource"]
 
@@ -79,7 +79,7 @@ class Cluster:
 
     def _pool_types(self, pool: NodePool) -> tuple[InstanceType, ...]:
         node_class = self.node_class_for(pool)
-        key = (pool.name, node_class)
+        key = (pool.name, None if node_class is None else (node_class.kind, node_class.name))
         cached = self._types_cache.get(key)
         if cached is None:
             cached = self.instance_types(pool, node_class)

@@ -9,19 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass
-from karpy.model.objects import DaemonSet, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
 
 __all__ = ["ADDED", "DELETED", "MODIFIED", "Namespace", "ObjectEvent", "Watched"]
 
 ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
-
-
-@dataclass(frozen=True, slots=True)
-class Namespace:
-    name: str
-    labels: dict[str, str]
 
 
 Watched = (

@@ -11,7 +11,7 @@ then checks ``minValues``. Used by :mod:`karpy.core.scheduling.scheduler`.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from karpy.core.scheduling.daemons import DaemonOverhead
@@ -35,7 +35,16 @@ __all__ = [
 
 
 class Unfit(Exception):
-    """The pod cannot join this node or NodeClaim; the message says why."""
+    """The pod cannot join this node or NodeClaim; the message says why (built lazily)."""
+
+    def __init__(self, why: str | Callable[[], str]) -> None:
+        super().__init__()
+        self._why = why
+
+    def __str__(self) -> str:
+        if callable(self._why):
+            self._why = self._why()
+        return self._why
 
 
 def cheapest_price(it: InstanceType, reqs: Requirements) -> float:
@@ -74,6 +83,18 @@ def _ports_conflict(a: Sequence[HostPort], b: Sequence[HostPort]) -> HostPort | 
     return None
 
 
+def _offered(it: InstanceType, zone: Requirement | None, capacity_type: Requirement | None) -> bool:
+    for offering in it.offerings:
+        if not offering.available:
+            continue
+        if zone is not None and not zone.has(offering.zone):
+            continue
+        if capacity_type is not None and not capacity_type.has(offering.capacity_type):
+            continue
+        return True
+    return False
+
+
 def filter_instance_types(
     its: Sequence[InstanceType],
     reqs: Requirements,
@@ -81,29 +102,48 @@ def filter_instance_types(
     requests: Resources,
     daemon: dict[str, DaemonOverhead],
     pod_ports: Sequence[HostPort] = (),
-) -> tuple[list[InstanceType], str | None]:
-    """Types meeting requirements, resources and offering; or the reason none does."""
+) -> tuple[list[InstanceType], Callable[[], str] | None]:
+    """Types meeting requirements, resources and offering; or a function naming why none does."""
+    zone = reqs.get(labels.ZONE)
+    capacity_type = reqs.get(labels.CAPACITY_TYPE)
+    totals: dict[int, Resources] = {}
     kept: list[InstanceType] = []
-    met_reqs = fits_any = has_offering = False
-    port_blocked = False
+    for it in its:
+        overhead = daemon.get(it.name)
+        if overhead is not None and pod_ports and _ports_conflict(pod_ports, overhead.host_ports):
+            continue
+        total = requests
+        if overhead is not None and overhead.requests:
+            total = totals.get(id(overhead)) or totals.setdefault(id(overhead), requests + overhead.requests)
+        if total.fits(it.allocatable) and it.requirements.overlaps(reqs) and _offered(it, zone, capacity_type):
+            kept.append(it)
+    if kept:
+        return kept, None
+    return kept, lambda: _why_none(its, reqs, requests=requests, daemon=daemon, pod_ports=pod_ports)
+
+
+def _why_none(
+    its: Sequence[InstanceType],
+    reqs: Requirements,
+    *,
+    requests: Resources,
+    daemon: dict[str, DaemonOverhead],
+    pod_ports: Sequence[HostPort],
+) -> str:
+    zone = reqs.get(labels.ZONE)
+    capacity_type = reqs.get(labels.CAPACITY_TYPE)
+    met_reqs = fits_any = has_offering = port_blocked = False
     for it in its:
         overhead = daemon.get(it.name)
         if overhead is not None and pod_ports and _ports_conflict(pod_ports, overhead.host_ports):
             port_blocked = True
             continue
-        compatible = it.requirements.overlaps(reqs)
         total = requests if overhead is None else requests + overhead.requests
-        fits = total.fits(it.allocatable)
-        offered = any(o.available and o.compatible(reqs) for o in it.offerings)
-        met_reqs |= compatible
-        fits_any |= fits
-        has_offering |= offered
-        if compatible and fits and offered:
-            kept.append(it)
-    if kept:
-        return kept, None
+        met_reqs |= it.requirements.overlaps(reqs)
+        fits_any |= total.fits(it.allocatable)
+        has_offering |= _offered(it, zone, capacity_type)
     if port_blocked and not (met_reqs or fits_any or has_offering):
-        return kept, "host port conflicts with a DaemonSet on every instance type"
+        return "host port conflicts with a DaemonSet on every instance type"
     missing = []
     if not met_reqs:
         missing.append("met the requirements")
@@ -113,7 +153,7 @@ def filter_instance_types(
         missing.append("has an available offering")
     if not missing:
         missing.append("meets requirements, fits and is offered at once")
-    return kept, "no instance type " + " or ".join(missing)
+    return "no instance type " + " or ".join(missing)
 
 
 @dataclass(slots=True)

@@ -195,16 +195,7 @@ class _Solver:
                 reasons[where] = "no instance type is compatible with the NodePool's requirements"
                 continue
             if not its:
-                assert remaining is not None
-                over = sorted(
-                    {
-                        name
-                        for it in template.instance_types
-                        for name, left in remaining.items()
-                        if it.capacity.get(name, 0) > left and name in it.capacity
-                    }
-                )
-                reasons[where] = "would exceed NodePool limit " + ", ".join(over)
+                reasons[where] = self._limit_reason(template, pod, data, remaining)
                 continue
             self.seq += 1
             claim = ClaimInProgress.open(
@@ -213,27 +204,10 @@ class _Solver:
             try:
                 reqs, kept = claim.can_add(pod, data)
             except Unfit as exc:
-                message = str(exc)
-                if remaining is not None and len(its) < len(template.instance_types):
-                    limited = [it for it in template.instance_types if it not in its]
-                    try:
-                        probe = ClaimInProgress.open(
-                            template, "probe", limited, self.topology, self.well_known
-                        )
-                        probe.can_add(pod, data)
-                        message = "would exceed NodePool limit " + ", ".join(
-                            sorted(
-                                {
-                                    n
-                                    for it in limited
-                                    for n, left in remaining.items()
-                                    if it.capacity.get(n, 0) > left
-                                }
-                            )
-                        )
-                    except Unfit:
-                        pass
-                reasons[where] = message
+                if len(its) < len(template.instance_types):
+                    reasons[where] = self._limit_reason(template, pod, data, remaining, str(exc))
+                else:
+                    reasons[where] = str(exc)
                 continue
             claim.add(pod, data, reqs, kept)
             self.claims.append(claim)
@@ -242,6 +216,30 @@ class _Solver:
                 self.remaining[pool.name] = {k: v - spent.get(k, 0) for k, v in remaining.items()}
             return True
         return False
+
+    def _limit_reason(
+        self,
+        template: Template,
+        pod: Pod,
+        data: PodData,
+        remaining: dict[str, int] | None,
+        otherwise: str = "",
+    ) -> str:
+        """Why a pool failed when its limits removed options: the limit, unless the pod fails anyway."""
+        probe = ClaimInProgress.open(template, "limit-probe", template.instance_types, self.topology, self.well_known)
+        try:
+            probe.can_add(pod, data)
+        except Unfit as exc:
+            return otherwise or str(exc)
+        over = sorted(
+            {
+                name
+                for it in template.instance_types
+                for name, left in (remaining or {}).items()
+                if name in it.capacity and it.capacity[name] > left
+            }
+        )
+        return "would exceed NodePool limit " + ", ".join(over)
 
     def try_schedule(self, pod: Pod) -> tuple[bool, dict[str, str], list[str]]:
         steps: list[str] = []

@@ -248,6 +248,10 @@ def build_domain_groups(
     for pool in node_pools:
         base = pool.requirement_set()
         for it in instance_types.get(pool.name, ()):
+            if not base.overlaps(it.requirements):
+                # karpy: a type the pool can never launch adds no domain (upstream adds its zones anyway,
+                # which strands zonal spreads on zones no compatible type is offered in).
+                continue
             reqs = base.union_with(it.requirements)
             for key, req in reqs.items():
                 if req.complement:

@@ -1,0 +1,44 @@
+"""User-facing YAML → model objects (layer L1): pydantic schemas of the objects karpy reads.
+
+Schemas: :mod:`~karpy.api.core_v1` (Pod, Node, Namespace), :mod:`~karpy.api.apps_v1`
+(DaemonSet, Deployment, ReplicaSet), :mod:`~karpy.api.policy_v1` (PodDisruptionBudget),
+:mod:`~karpy.api.karpenter_v1` (NodePool, NodeClaim), :mod:`~karpy.api.nodeclasses`
+(EC2NodeClass, KWOKNodeClass), sharing :mod:`~karpy.api.common`. :mod:`~karpy.api.convert`
+turns validated objects into :mod:`karpy.model` values; :mod:`~karpy.api.load` reads
+files and reports problems. Used by the CLI, the conformance runner and the watch codec.
+"""
+
+from karpy.api.convert import Namespace, Workload, expand, pod_requests
+from karpy.api.load import (
+    Loaded,
+    ObjectError,
+    Problem,
+    convert_daemonset,
+    convert_node,
+    convert_node_claim,
+    convert_node_pool,
+    convert_pdb,
+    convert_pod,
+    load_paths,
+    load_text,
+    parse_object,
+)
+
+__all__ = [
+    "Loaded",
+    "Namespace",
+    "ObjectError",
+    "Problem",
+    "Workload",
+    "convert_daemonset",
+    "convert_node",
+    "convert_node_claim",
+    "convert_node_pool",
+    "convert_pdb",
+    "convert_pod",
+    "expand",
+    "load_paths",
+    "load_text",
+    "parse_object",
+    "pod_requests",
+]

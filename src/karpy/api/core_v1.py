@@ -1,0 +1,204 @@
+"""``v1`` Pod, Node and Namespace schemas: only the fields karpy reads.
+
+Pods carry what scheduling needs (requests and limits of containers, sidecar and
+init containers, overhead, host ports, node selector, node and pod (anti-)affinity,
+tolerations, topology spread, scheduling gates); Nodes their labels, taints,
+capacity, allocatable and conditions. Validated by :mod:`karpy.api.load`, turned into
+model objects by :mod:`karpy.api.convert`; :mod:`karpy.api.apps_v1` reuses
+:class:`PodTemplateSpec`.
+"""
+
+# ruff: noqa: RUF012  (pydantic copies mutable defaults per instance)
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from karpy.api import common
+
+__all__ = [
+    "Affinity",
+    "Container",
+    "ContainerPort",
+    "Namespace",
+    "Node",
+    "NodeAffinity",
+    "NodeSelector",
+    "NodeSelectorTerm",
+    "Pod",
+    "PodAffinity",
+    "PodAffinityTerm",
+    "PodSpec",
+    "PodTemplateSpec",
+    "PreferredSchedulingTerm",
+    "ResourceRequirements",
+    "TopologySpreadConstraint",
+    "WeightedPodAffinityTerm",
+]
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+class ContainerPort(common.K8sModel):
+    container_port: int = 0
+    host_port: Annotated[int, common.between(0, 65535)] = 0
+    host_ip: str = Field("", alias="hostIP")
+    protocol: Annotated[str, common.one_of("TCP", "UDP", "SCTP")] = "TCP"
+
+
+class ResourceRequirements(common.K8sModel):
+    requests: common.ResourceList = {}
+    limits: common.ResourceList = {}
+
+
+class Container(common.K8sModel):
+    name: str = ""
+    resources: ResourceRequirements = ResourceRequirements()
+    ports: list[ContainerPort] = []
+    restart_policy: str = ""  # "Always" on an init container makes it a sidecar
+
+
+class NodeSelectorTerm(common.K8sModel):
+    match_expressions: list[common.NodeSelectorRequirement] = []
+    match_fields: list[common.NodeSelectorRequirement] = []
+
+    @model_validator(mode="after")
+    def _fields_are_names(self) -> NodeSelectorTerm:
+        for i, field in enumerate(self.match_fields):
+            if field.key != "metadata.name":
+                raise common.FieldError(
+                    ("matchFields", i, "key"), f'"{field.key}" is not supported (only metadata.name)'
+                )
+        return self
+
+
+class NodeSelector(common.K8sModel):
+    node_selector_terms: Annotated[list[NodeSelectorTerm], Field(min_length=1)]
+
+
+class PreferredSchedulingTerm(common.K8sModel):
+    weight: Annotated[int, common.between(1, 100)]
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(common.K8sModel):
+    required: NodeSelector | None = Field(None, alias=_REQUIRED)
+    preferred: list[PreferredSchedulingTerm] = Field([], alias=_PREFERRED)
+
+
+class PodAffinityTerm(common.K8sModel):
+    label_selector: common.LabelSelector | None = None
+    namespaces: list[str] = []
+    namespace_selector: common.LabelSelector | None = None
+    topology_key: Annotated[str, Field(min_length=1)]
+    match_label_keys: list[str] = []
+    mismatch_label_keys: list[str] = []
+
+
+class WeightedPodAffinityTerm(common.K8sModel):
+    weight: Annotated[int, common.between(1, 100)]
+    pod_affinity_term: PodAffinityTerm
+
+
+class PodAffinity(common.K8sModel):
+    """Used for both ``podAffinity`` and ``podAntiAffinity``."""
+
+    required: list[PodAffinityTerm] = Field([], alias=_REQUIRED)
+    preferred: list[WeightedPodAffinityTerm] = Field([], alias=_PREFERRED)
+
+
+class Affinity(common.K8sModel):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class TopologySpreadConstraint(common.K8sModel):
+    max_skew: Annotated[int, common.at_least(1)]
+    topology_key: Annotated[str, Field(min_length=1)]
+    when_unsatisfiable: Annotated[str, common.one_of("DoNotSchedule", "ScheduleAnyway")]
+    label_selector: common.LabelSelector | None = None
+    min_domains: Annotated[int | None, common.at_least(1)] = None
+    node_affinity_policy: Annotated[str, common.one_of("Honor", "Ignore")] = "Honor"
+    node_taints_policy: Annotated[str, common.one_of("Honor", "Ignore")] = "Ignore"
+    match_label_keys: list[str] = []
+
+    @model_validator(mode="after")
+    def _min_domains_needs_do_not_schedule(self) -> TopologySpreadConstraint:
+        if self.min_domains is not None and self.when_unsatisfiable != "DoNotSchedule":
+            raise common.FieldError(
+                ("minDomains",), "can only be set when whenUnsatisfiable is DoNotSchedule"
+            )
+        return self
+
+
+class SchedulingGate(common.K8sModel):
+    name: str = ""
+
+
+class PodSpec(common.K8sModel):
+    node_name: str = ""
+    node_selector: dict[str, str] = {}
+    affinity: Affinity | None = None
+    tolerations: list[common.Toleration] = []
+    topology_spread_constraints: list[TopologySpreadConstraint] = []
+    containers: list[Container] = []
+    init_containers: list[Container] = []
+    overhead: common.ResourceList = {}
+    priority: int | None = None
+    priority_class_name: str = ""
+    scheduling_gates: list[SchedulingGate] = []
+    termination_grace_period_seconds: Annotated[int | None, common.at_least(0)] = None
+    host_network: bool = False
+
+
+class PodStatus(common.K8sModel):
+    phase: str = "Pending"
+    nominated_node_name: str = ""
+
+
+class Pod(common.K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Pod"] = "Pod"
+    metadata: common.ObjectMeta = common.ObjectMeta()
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+class PodTemplateMeta(common.K8sModel):
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+
+
+class PodTemplateSpec(common.K8sModel):
+    metadata: PodTemplateMeta = PodTemplateMeta()
+    spec: PodSpec = PodSpec()
+
+
+class NodeSpec(common.K8sModel):
+    provider_id: str = Field("", alias="providerID")
+    unschedulable: bool = False
+    taints: list[common.Taint] = []
+
+
+class NodeStatus(common.K8sModel):
+    capacity: common.ResourceList | None = None
+    allocatable: common.ResourceList | None = None
+    conditions: list[common.Condition] = []
+
+
+class Node(common.K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Node"] = "Node"
+    metadata: common.ObjectMeta = common.ObjectMeta()
+    spec: NodeSpec = NodeSpec()
+    status: NodeStatus = NodeStatus()
+
+
+class Namespace(common.K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["Namespace"] = "Namespace"
+    metadata: common.ObjectMeta = common.ObjectMeta()

@@ -1,0 +1,404 @@
+"""YAML files, directories and raw dicts → model objects, with one-line problems.
+
+:func:`load_paths` reads files or directories (``*.yaml``/``*.yml``, sorted, recursive),
+splits multi-document streams (a syntax error costs only its own document), unpacks
+``kind: List``, validates each object against its :mod:`karpy.api` schema and converts
+it with :mod:`karpy.api.convert`. A bad object becomes a :class:`Problem` naming file,
+document, object and field path; the others still load. Unknown kinds are skipped
+with a warning. Called by the CLI (``plan``, ``explain``); the conformance runner and
+the watch codec use :func:`parse_object` and the typed ``convert_*`` helpers, which
+raise :class:`karpy.model.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pydantic
+import yaml
+
+from karpy.api import apps_v1, common, convert, core_v1, karpenter_v1, nodeclasses, policy_v1
+from karpy.model import errors, nodeclass, objects
+
+__all__ = [
+    "Loaded",
+    "ObjectError",
+    "Problem",
+    "convert_daemonset",
+    "convert_node",
+    "convert_node_claim",
+    "convert_node_pool",
+    "convert_pdb",
+    "convert_pod",
+    "load_paths",
+    "load_text",
+    "parse_object",
+]
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with the input, located as precisely as known."""
+
+    file: str
+    index: int  # document, 0-based within the file
+    kind: str
+    name: str
+    path: str  # dotted field path, e.g. spec.template.spec.requirements[0].operator
+    message: str
+    severity: str = ERROR  # "error" | "warning"
+    line: int | None = None  # 1-based, for YAML syntax errors
+
+    def __str__(self) -> str:
+        where = f"{self.file}: document {self.index}" if self.file else ""
+        what = (f'{self.kind} "{self.name}"' if self.name else self.kind) if self.kind else ""
+        head = f"{where} ({what})" if where and what else where or what
+        return ": ".join(part for part in (head, self.path, self.message) if part)
+
+
+class ObjectError(errors.InputError):
+    """An object that failed validation; ``problems`` lists every finding."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{problems[0]}{more}")
+        self.problems = list(problems)
+
+
+@dataclass
+class Loaded:
+    """Everything read from a set of files: model objects per kind, plus problems."""
+
+    node_pools: list[objects.NodePool] = field(default_factory=list)
+    node_claims: list[objects.NodeClaim] = field(default_factory=list)
+    ec2_node_classes: list[nodeclass.EC2NodeClass] = field(default_factory=list)
+    kwok_node_classes: list[nodeclass.KWOKNodeClass] = field(default_factory=list)
+    pods: list[objects.Pod] = field(default_factory=list)
+    nodes: list[objects.Node] = field(default_factory=list)
+    namespaces: list[convert.Namespace] = field(default_factory=list)
+    daemonsets: list[objects.DaemonSet] = field(default_factory=list)
+    deployments: list[convert.Workload] = field(default_factory=list)
+    replicasets: list[convert.Workload] = field(default_factory=list)
+    pdbs: list[objects.PodDisruptionBudget] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)  # errors: the object was not loaded
+    skipped: list[Problem] = field(default_factory=list)  # warnings: unknown kinds, replaced duplicates
+    # (list, namespace, name) -> (file, document, position): where each object came from, for duplicates
+    _seen: dict[tuple[str, str, str], tuple[str, int, int]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def workload_pods(self) -> list[objects.Pod]:
+        """Pods from ``kind: Pod`` documents, then the expansions of Deployments and ReplicaSets."""
+        out = list(self.pods)
+        for wl in [*self.deployments, *self.replicasets]:
+            out.extend(convert.expand(wl))
+        return out
+
+    def add(self, obj: object, *, file: str = "", index: int = 0) -> None:
+        """Append ``obj`` to its list; a later object of the same kind and name replaces the earlier one."""
+        attr = _attr_of(obj)
+        items: list[Any] = getattr(self, attr)
+        key = (attr, getattr(obj, "namespace", ""), getattr(obj, "name", ""))
+        seen = self._seen.get(key)
+        if seen is None:
+            self._seen[key] = (file, index, len(items))
+            items.append(obj)
+            return
+        first_file, first_index, position = seen
+        items[position] = obj
+        self._seen[key] = (file, index, position)
+        kind, name = _KIND_BY_ATTR[attr], "/".join(p for p in key[1:] if p)
+        message = (
+            f"replaces the {kind} of the same name from {first_file or '<input>'} document {first_index}"
+        )
+        self.skipped.append(Problem(file, index, kind, name, "", message, WARNING))
+
+    def extend(self, other: Loaded) -> None:
+        """Add everything ``other`` holds (duplicates replace, as :meth:`add`)."""
+        for attr in _KIND_BY_ATTR:
+            for obj in getattr(other, attr):
+                key = (attr, getattr(obj, "namespace", ""), getattr(obj, "name", ""))
+                file, index, _ = other._seen.get(key, ("", 0, 0))
+                self.add(obj, file=file, index=index)
+        self.problems.extend(other.problems)
+        self.skipped.extend(other.skipped)
+
+
+_Schema = type[pydantic.BaseModel]
+_KINDS: dict[tuple[str, str], tuple[_Schema, Callable[[Any], object]]] = {
+    ("v1", "Pod"): (core_v1.Pod, convert.pod),
+    ("v1", "Node"): (core_v1.Node, convert.node),
+    ("v1", "Namespace"): (core_v1.Namespace, convert.namespace),
+    ("apps/v1", "DaemonSet"): (apps_v1.DaemonSet, convert.daemonset),
+    ("apps/v1", "Deployment"): (apps_v1.Deployment, convert.workload),
+    ("apps/v1", "ReplicaSet"): (apps_v1.ReplicaSet, convert.workload),
+    ("policy/v1", "PodDisruptionBudget"): (policy_v1.PodDisruptionBudget, convert.pdb),
+    ("karpenter.sh/v1", "NodePool"): (karpenter_v1.NodePool, convert.node_pool),
+    ("karpenter.sh/v1", "NodeClaim"): (karpenter_v1.NodeClaim, convert.node_claim),
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"): (nodeclasses.EC2NodeClass, convert.ec2_node_class),
+    ("karpenter.kwok.sh/v1alpha1", "KWOKNodeClass"): (nodeclasses.KWOKNodeClass, convert.kwok_node_class),
+}
+_KIND_BY_ATTR = {
+    "node_pools": "NodePool",
+    "node_claims": "NodeClaim",
+    "ec2_node_classes": "EC2NodeClass",
+    "kwok_node_classes": "KWOKNodeClass",
+    "pods": "Pod",
+    "nodes": "Node",
+    "namespaces": "Namespace",
+    "daemonsets": "DaemonSet",
+    "deployments": "Deployment",
+    "replicasets": "ReplicaSet",
+    "pdbs": "PodDisruptionBudget",
+}
+_ATTR_BY_TYPE: dict[type, str] = {
+    objects.NodePool: "node_pools",
+    objects.NodeClaim: "node_claims",
+    nodeclass.EC2NodeClass: "ec2_node_classes",
+    nodeclass.KWOKNodeClass: "kwok_node_classes",
+    objects.Pod: "pods",
+    objects.Node: "nodes",
+    convert.Namespace: "namespaces",
+    objects.DaemonSet: "daemonsets",
+    objects.PodDisruptionBudget: "pdbs",
+}
+
+
+def _attr_of(obj: object) -> str:
+    if isinstance(obj, convert.Workload):
+        return "deployments" if obj.kind == "Deployment" else "replicasets"
+    return _ATTR_BY_TYPE[type(obj)]
+
+
+def _display_name(raw: Mapping[str, Any]) -> str:
+    meta = raw.get("metadata")
+    if not isinstance(meta, Mapping):
+        return ""
+    name, ns = meta.get("name") or meta.get("generateName") or "", meta.get("namespace") or ""
+    return f"{ns}/{name}" if ns and name else str(name)
+
+
+def _join(prefix: str, path: str) -> str:
+    if not prefix:
+        return path
+    return f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
+
+
+def _validation_problems(
+    exc: pydantic.ValidationError, schema: _Schema, base: Problem, prefix: str
+) -> list[Problem]:
+    out: list[Problem] = []
+    for err in exc.errors():
+        loc: list[str | int] = list(err["loc"])
+        ctx = err.get("ctx") or {}
+        cause = ctx.get("error")
+        if isinstance(cause, common.FieldError):
+            loc += list(cause.subpath)
+            message = cause.message
+        elif err["type"] in ("value_error", "assertion_error") and cause is not None:
+            message = str(cause)
+        elif err["type"] == "missing":
+            message = "required"
+        elif err["type"] == "literal_error":
+            message = f"must be {ctx.get('expected', '')}, got {err['input']!r}"
+        else:
+            message = err["msg"]
+            value = err.get("input")
+            if isinstance(value, str | int | float | bool):
+                message += f" (got {value!r})"
+        path = _join(prefix, common.format_loc(schema, loc))
+        out.append(Problem(base.file, base.index, base.kind, base.name, path, message))
+    return out
+
+
+_Out = TypeVar("_Out")
+
+
+def _parse(
+    raw: Mapping[str, Any],
+    schema: _Schema,
+    converter: Callable[[Any], _Out],
+    *,
+    base: Problem,
+    prefix: str = "",
+) -> tuple[_Out | None, list[Problem]]:
+    try:
+        parsed = schema.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        return None, _validation_problems(exc, schema, base, prefix)
+    if not getattr(getattr(parsed, "metadata", None), "name", "x"):
+        problem = Problem(
+            base.file, base.index, base.kind, base.name, _join(prefix, "metadata.name"), "required"
+        )
+        return None, [problem]
+    try:
+        return converter(parsed), []
+    except (ValueError, KeyError) as exc:  # a gap in validation; report, never crash
+        return None, [Problem(base.file, base.index, base.kind, base.name, prefix, str(exc))]
+
+
+def _parse_one(
+    raw: object, *, file: str, index: int, prefix: str = ""
+) -> tuple[object | None, list[Problem]]:
+    if not isinstance(raw, Mapping):
+        message = f"expected a Kubernetes object (a mapping), got {type(raw).__name__}"
+        return None, [Problem(file, index, "", "", prefix, message)]
+    api_version, kind = raw.get("apiVersion"), raw.get("kind")
+    base = Problem(file, index, str(kind or ""), _display_name(raw), prefix, "")
+    entry = _KINDS.get((str(api_version), str(kind)))
+    if entry is None:
+        known = sorted(v for v, k in _KINDS if k == kind)
+        if not kind or not api_version:
+            message = "no apiVersion/kind; skipped"
+        elif known:
+            message = f"{api_version} {kind} is not supported (expected {known[0]}); skipped"
+        else:
+            message = f"unsupported kind {api_version} {kind}; skipped"
+        return None, [Problem(file, index, base.kind, base.name, prefix, message, WARNING)]
+    schema, converter = entry
+    return _parse(raw, schema, converter, base=base, prefix=prefix)
+
+
+def parse_object(raw: Mapping[str, Any], *, file: str, index: int) -> tuple[object | None, list[Problem]]:
+    """One raw object → (model object or None, problems). Unknown kinds give a warning and None."""
+    if isinstance(raw, Mapping) and raw.get("kind") == "List":
+        return None, [Problem(file, index, "List", "", "", "a List holds several objects; use load_text")]
+    return _parse_one(raw, file=file, index=index)
+
+
+def _add_document(loaded: Loaded, raw: object, *, file: str, index: int) -> None:
+    if isinstance(raw, Mapping) and raw.get("kind") == "List":
+        items = raw.get("items") or []
+        if not isinstance(items, list):
+            loaded.problems.append(Problem(file, index, "List", "", "items", "expected a list of objects"))
+            return
+        docs = [(item, f"items[{i}]") for i, item in enumerate(items)]
+    else:
+        docs = [(raw, "")]
+    for item, prefix in docs:
+        obj, problems = _parse_one(item, file=file, index=index, prefix=prefix)
+        loaded.problems.extend(p for p in problems if p.severity == ERROR)
+        loaded.skipped.extend(p for p in problems if p.severity == WARNING)
+        if obj is not None:
+            loaded.add(obj, file=file, index=index)
+
+
+# --- YAML ------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings (the schemas parse RFC3339 themselves)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+_DOC_START = re.compile(r"^---(?:\s|$)")
+_NOT_CONTENT = re.compile(r"^\s*(?:#.*|%.*)?$")
+
+
+def _split_documents(text: str) -> list[tuple[int, str]]:
+    """(first line index, text) of each document; comments before a leading ``---`` are not one."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _DOC_START.match(line)]
+    if not starts:
+        return [(0, text)]
+    chunks: list[tuple[int, str]] = []
+    if not all(_NOT_CONTENT.match(line) for line in lines[: starts[0]]):
+        chunks.append((0, "".join(lines[: starts[0]])))
+    for begin, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        chunks.append((begin, "".join(lines[begin:end])))
+    return chunks
+
+
+def load_text(text: str, *, file: str = "<string>") -> Loaded:
+    """Load one YAML stream (several documents, ``kind: List`` unpacked)."""
+    loaded = Loaded()
+    for index, (first_line, chunk) in enumerate(_split_documents(text)):
+        try:
+            raw = yaml.load(chunk, Loader=_Loader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = first_line + mark.line + 1 if mark is not None else None
+            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            where = f" at line {line}, column {mark.column + 1}" if mark is not None and line else ""
+            loaded.problems.append(
+                Problem(file, index, "", "", "", f"YAML syntax error{where}: {what}", line=line)
+            )
+            continue
+        if raw is None:
+            continue
+        _add_document(loaded, raw, file=file, index=index)
+    return loaded
+
+
+def load_paths(paths: Sequence[Path]) -> Loaded:
+    """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order)."""
+    loaded = Loaded()
+    for path in paths:
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+        elif path.exists():
+            files = [path]
+        else:
+            loaded.problems.append(Problem(str(path), 0, "", "", "", "no such file or directory"))
+            continue
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                loaded.problems.append(Problem(str(file), 0, "", "", "", f"cannot read: {exc}"))
+                continue
+            loaded.extend(load_text(text, file=str(file)))
+    return loaded
+
+
+# --- typed helpers ---------------------------------------------------------------------
+
+
+def _typed(raw: Mapping[str, Any], schema: _Schema, converter: Callable[[Any], _Out]) -> _Out:
+    kind = str(raw.get("kind") or schema.model_fields["kind"].default) if isinstance(raw, Mapping) else ""
+    base = Problem("", 0, kind, _display_name(raw) if isinstance(raw, Mapping) else "", "", "")
+    if not isinstance(raw, Mapping):
+        raise ObjectError([Problem("", 0, "", "", "", f"expected a mapping, got {type(raw).__name__}")])
+    obj, problems = _parse(raw, schema, converter, base=base)
+    if obj is None:
+        raise ObjectError(problems)
+    return obj
+
+
+def convert_pod(raw: Mapping[str, Any]) -> objects.Pod:
+    return _typed(raw, core_v1.Pod, convert.pod)
+
+
+def convert_node(raw: Mapping[str, Any]) -> objects.Node:
+    return _typed(raw, core_v1.Node, convert.node)
+
+
+def convert_node_pool(raw: Mapping[str, Any]) -> objects.NodePool:
+    return _typed(raw, karpenter_v1.NodePool, convert.node_pool)
+
+
+def convert_node_claim(raw: Mapping[str, Any]) -> objects.NodeClaim:
+    return _typed(raw, karpenter_v1.NodeClaim, convert.node_claim)
+
+
+def convert_daemonset(raw: Mapping[str, Any]) -> objects.DaemonSet:
+    return _typed(raw, apps_v1.DaemonSet, convert.daemonset)
+
+
+def convert_pdb(raw: Mapping[str, Any]) -> objects.PodDisruptionBudget:
+    return _typed(raw, policy_v1.PodDisruptionBudget, convert.pdb)
