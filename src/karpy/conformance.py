@@ -19,9 +19,10 @@ from typing import Any
 import yaml
 
 from karpy import settings as settings_mod
+from karpy.api import common as api_common
 from karpy.api import load as api_load
 from karpy.catalog import conformance as conformance_catalog
-from karpy.core import scheduling
+from karpy.core import disruption, scheduling
 from karpy.model import labels
 from karpy.model.catalog import Catalog
 from karpy.model.errors import InputError
@@ -156,10 +157,11 @@ def run_scenario(
     if disputed and name in disputed:
         return Outcome(name, DISPUTED, "", str(path))
     kind = doc.get("kind", "scheduling")
-    if kind != "scheduling":
+    runners = {"scheduling": _run, "disruption": _run_disruption}
+    if kind not in runners:
         return Outcome(name, SKIP, f"kind {kind} not supported", str(path))
     try:
-        return Outcome(name, *_run(path, doc, catalogs or _Catalogs()), path=str(path))
+        return Outcome(name, *runners[kind](path, doc, catalogs or _Catalogs()), path=str(path))
     except InputError as exc:
         return Outcome(name, FAIL, f"bad scenario: {exc}", str(path))
 
@@ -202,6 +204,90 @@ def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, 
     if failures:
         return FAIL, "; ".join(failures)
     return PASS, ""
+
+
+def _run_disruption(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, str]:
+    catalog = catalogs.get(path, doc.get("instanceTypes", "karpenter-fake"))
+    gates = doc.get("featureGates") or {}
+    settings = settings_mod.Settings(
+        features=settings_mod.FeatureGates(
+            spot_to_spot_consolidation=bool(gates.get("SpotToSpotConsolidation", False))
+        )
+    )
+    objects: list[Any] = [
+        *_objects(doc, "nodePools", api_load.convert_node_pool, path),
+        *_objects(doc, "existingNodes", api_load.convert_node, path),
+        *_objects(doc, "nodeClaims", api_load.convert_node_claim, path),
+        *_objects(doc, "daemonSets", api_load.convert_daemonset, path),
+        *_objects(doc, "pods", api_load.convert_pod, path),
+        *_objects(doc, "podDisruptionBudgets", api_load.convert_pdb, path),
+    ]
+    types = catalog.instance_types
+    cluster = Cluster(lambda _pool, _nc: types, settings=settings, well_known=catalog.well_known)
+    for obj in objects:
+        cluster.apply(ObjectEvent.added(obj))
+    now = api_common.parse_time(doc.get("now", "2026-01-01T00:00:00Z"))
+    decision = disruption.compute(cluster.snapshot(now), now)
+    order = [it.name for it in types]
+    failures = _check_disruption(doc.get("expect") or {}, decision, order, catalog.well_known)
+    if failures:
+        return FAIL, "; ".join(failures)
+    return PASS, ""
+
+
+def _check_disruption(
+    expect: Mapping[str, Any], decision: disruption.Decision, order: Sequence[str], well_known: frozenset[str]
+) -> list[str]:
+    command = decision.command
+    failures: list[str] = []
+    got = "no command" if command is None else f"{command.reason} {sorted(command.candidates)}"
+    if "command" in expect and bool(expect["command"]) != (command is not None):
+        blocked = "; ".join(
+            f"{r.node}: {' / '.join(r.reasons)}"
+            for r in decision.records.values()
+            if r.verdict != "not-managed"
+        )
+        return [f"command {command is not None}, want {expect['command']} (got {got}; {blocked})"]
+    if command is None:
+        return failures
+    disrupted = set(command.candidates)
+    if "reason" in expect and command.reason != expect["reason"]:
+        failures.append(f"reason {command.reason}, want {expect['reason']}")
+    if "disrupted" in expect and disrupted != {str(n) for n in expect["disrupted"]}:
+        failures.append(f"disrupted {sorted(disrupted)}, want {sorted(expect['disrupted'])}")
+    for name in expect.get("notDisrupted") or []:
+        if name in disrupted:
+            failures.append(f"{name} disrupted, want it kept")
+    if "disruptedCount" in expect and len(disrupted) != int(expect["disruptedCount"]):
+        failures.append(f"{len(disrupted)} disrupted, want {expect['disruptedCount']}")
+    if "replacements" in expect and len(command.replacements) != int(expect["replacements"]):
+        failures.append(f"{len(command.replacements)} replacements, want {expect['replacements']}")
+    launched = [scheduling.launch(r, order, well_known=well_known) for r in command.replacements]
+    chosen = [node.instance_type.name if node is not None else None for node in launched]
+    if "replacementInstanceTypesIn" in expect:
+        allowed = {str(t) for t in expect["replacementInstanceTypesIn"]}
+        if any(name not in allowed for name in chosen):
+            failures.append(f"replacements launch as {chosen}, want one of {sorted(allowed)}")
+    if "replacementInstanceTypesNotIn" in expect:
+        banned = {str(t) for t in expect["replacementInstanceTypesNotIn"]}
+        listed = {it.name for r in command.replacements for it in r.instance_types}
+        if banned & (set(chosen) | listed):
+            failures.append(f"replacements use {sorted(banned & (set(chosen) | listed))}, which are excluded")
+    if "replacementCapacityType" in expect:
+        cts = [node.offering.capacity_type if node is not None else None for node in launched]
+        if any(ct != expect["replacementCapacityType"] for ct in cts):
+            failures.append(f"replacement capacity types {cts}, want {expect['replacementCapacityType']}")
+    if "replacementInstanceTypeOptions" in expect:
+        want = {str(t) for t in expect["replacementInstanceTypeOptions"]}
+        for replacement in command.replacements:
+            options = {it.name for it in replacement.instance_types}
+            if options != want:
+                failures.append(f"replacement options {sorted(options)}, want {sorted(want)}")
+    for key, value in (expect.get("replacementLabels") or {}).items():
+        for node in launched:
+            if node is None or node.labels.get(key) != str(value):
+                failures.append(f"replacement label {key}={None if node is None else node.labels.get(key)}")
+    return failures
 
 
 def _check(

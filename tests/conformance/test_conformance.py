@@ -20,16 +20,18 @@ def _kind(path: Path) -> str:
 
 
 SCHEDULING = [p for p in SCENARIOS if _kind(p) == "scheduling"]
+DISRUPTION = [p for p in SCENARIOS if _kind(p) == "disruption"]
 
 
 def test_the_vendored_suite_is_complete() -> None:
     names = {p.name[:4] for p in SCENARIOS}
     assert names == {"core", "topo", "disr"}
     assert len(SCHEDULING) >= 100
+    assert len(DISRUPTION) >= 40
 
 
-@pytest.mark.parametrize("path", SCHEDULING, ids=lambda p: p.stem)
-def test_scheduling_scenario(path: Path) -> None:
+@pytest.mark.parametrize("path", SCHEDULING + DISRUPTION, ids=lambda p: p.stem)
+def test_scenario(path: Path) -> None:
     outcome = conformance.run_scenario(path, disputed=DISPUTED)
     if outcome.status == conformance.DISPUTED:
         entry = DISPUTED[outcome.name]

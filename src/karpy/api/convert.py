@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from karpy.api import apps_v1, common, core_v1, karpenter_v1, nodeclasses, policy_v1
 from karpy.model import labels as labels_mod
@@ -194,6 +194,8 @@ def _pod(
         owners=owners,
         node_name=spec.node_name,
         phase=status.phase,
+        started=status.start_time,
+        ready=_pod_ready(status),
         priority=spec.priority or 0,
         created=created,
         deleting=deleting,
@@ -223,6 +225,14 @@ def _pod(
         ),
         priority_class=spec.priority_class_name,
     )
+
+
+def _pod_ready(status: core_v1.PodStatus) -> bool:
+    """The Ready condition; a pod without conditions counts as ready when Running."""
+    for cond in status.conditions:
+        if cond.type == "Ready":
+            return cond.status == "True"
+    return status.phase == "Running"
 
 
 def pod(obj: core_v1.Pod) -> objects.Pod:

@@ -158,6 +158,8 @@ class PodSpec(common.K8sModel):
 class PodStatus(common.K8sModel):
     phase: str = "Pending"
     nominated_node_name: str = ""
+    start_time: common.Time | None = None
+    conditions: list[common.Condition] = []
 
 
 class Pod(common.K8sModel):

@@ -19,10 +19,10 @@ __all__ = [
     "DaemonSet",
     "Disruption",
     "HostPort",
+    "Namespace",
     "Node",
     "NodeClaim",
     "NodeClassRef",
-    "Namespace",
     "NodePool",
     "NodeSelectorTerm",
     "OwnerRef",
@@ -110,6 +110,8 @@ class Pod:
     owners: tuple[OwnerRef, ...] = ()
     node_name: str = ""
     phase: str = "Pending"
+    started: float | None = None  # status.startTime
+    ready: bool = False  # the Ready condition
     priority: int = 0
     created: float = 0.0
     deleting: bool = False

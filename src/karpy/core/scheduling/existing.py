@@ -60,9 +60,17 @@ class ExistingNode:
     topology: Topology
     host_ports: list[HostPort] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)
+    under_consolidate_after: bool = False
 
     @classmethod
-    def build(cls, state: StateNode, topology: Topology, daemonsets: Sequence[DaemonSet]) -> ExistingNode:
+    def build(
+        cls,
+        state: StateNode,
+        topology: Topology,
+        daemonsets: Sequence[DaemonSet],
+        *,
+        under_consolidate_after: bool = False,
+    ) -> ExistingNode:
         taints = scheduling_taints(state)
         bound = [p for p in state.pods if not p.is_terminal()]
         used = total(podinfo.pod_requests(p) for p in bound)
@@ -73,13 +81,26 @@ class ExistingNode:
         )
         topology.register(labels.HOSTNAME, state.name)
         ports = [port for p in bound for port in p.host_ports]
-        return cls(state, taints, state.allocatable - used, remaining_daemons, reqs, topology, ports)
+        return cls(
+            state,
+            taints,
+            state.allocatable - used,
+            remaining_daemons,
+            reqs,
+            topology,
+            ports,
+            under_consolidate_after=under_consolidate_after,
+        )
 
     @property
     def name(self) -> str:
         return self.state.name
 
     def can_add(self, pod: Pod, data: PodData) -> Requirements:
+        if self.under_consolidate_after and pod.node_name:
+            raise Unfit(
+                "node is still inside its consolidateAfter window (consolidation moves no pods onto it)"
+            )
         taint = first_untolerated(pod.tolerations, self.taints)
         if taint is not None:
             raise Unfit(f"did not tolerate taint {taint}")

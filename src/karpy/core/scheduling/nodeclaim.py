@@ -115,7 +115,11 @@ def filter_instance_types(
         total = requests
         if overhead is not None and overhead.requests:
             total = totals.get(id(overhead)) or totals.setdefault(id(overhead), requests + overhead.requests)
-        if total.fits(it.allocatable) and it.requirements.overlaps(reqs) and _offered(it, zone, capacity_type):
+        if (
+            total.fits(it.allocatable)
+            and it.requirements.overlaps(reqs)
+            and _offered(it, zone, capacity_type)
+        ):
             kept.append(it)
     if kept:
         return kept, None

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo, preferences
 from karpy.core.scheduling.existing import ExistingNode
 from karpy.core.scheduling.nodeclaim import (
@@ -100,7 +101,7 @@ class _Queue:
 
 
 class _Solver:
-    def __init__(self, snapshot: Snapshot, pods: Sequence[Pod]) -> None:
+    def __init__(self, snapshot: Snapshot, pods: Sequence[Pod], *, consolidation: bool = False) -> None:
         self.snapshot = snapshot
         self.well_known = snapshot.well_known
         settings = snapshot.settings.scheduling
@@ -120,7 +121,17 @@ class _Solver:
             pods=pods,
             respect_preferences=self.respect,
         )
-        self.existing = [ExistingNode.build(n, self.topology, snapshot.daemonsets) for n in active]
+        pools_by_name = {p.name: p for p in snapshot.node_pools}
+        self.existing = [
+            ExistingNode.build(
+                n,
+                self.topology,
+                snapshot.daemonsets,
+                under_consolidate_after=consolidation
+                and lifecycle.under_consolidate_after(pools_by_name.get(n.node_pool), n.claim, snapshot.now),
+            )
+            for n in active
+        ]
         self.templates = [self._template(p) for p in self.pools]
         self.remaining: dict[str, dict[str, int] | None] = {}
         for pool in self.pools:
@@ -226,7 +237,9 @@ class _Solver:
         otherwise: str = "",
     ) -> str:
         """Why a pool failed when its limits removed options: the limit, unless the pod fails anyway."""
-        probe = ClaimInProgress.open(template, "limit-probe", template.instance_types, self.topology, self.well_known)
+        probe = ClaimInProgress.open(
+            template, "limit-probe", template.instance_types, self.topology, self.well_known
+        )
         try:
             probe.can_add(pod, data)
         except Unfit as exc:
@@ -330,7 +343,11 @@ class _Solver:
         )
 
 
-def solve(snapshot: Snapshot, pods: Sequence[Pod] | None = None) -> Results:
-    """Simulate scheduling ``pods`` (default: the snapshot's pending pods)."""
+def solve(snapshot: Snapshot, pods: Sequence[Pod] | None = None, *, consolidation: bool = False) -> Results:
+    """Simulate scheduling ``pods`` (default: the snapshot's pending pods).
+
+    ``consolidation=True`` marks a disruption simulation: running pods (those with a
+    ``nodeName``) are not placed on nodes still inside their consolidateAfter window.
+    """
     chosen = snapshot.pending_pods() if pods is None else tuple(pods)
-    return _Solver(snapshot, chosen).solve(chosen)
+    return _Solver(snapshot, chosen, consolidation=consolidation).solve(chosen)

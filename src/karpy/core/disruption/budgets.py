@@ -1,0 +1,103 @@
+"""NodePool disruption budgets (``spec.disruption.budgets``) evaluated at ``now``.
+
+A budget's ``nodes`` is a count or a percentage of the pool's nodes (rounded up, as
+upstream); a budget with a ``schedule`` (5-field cron or ``@daily``…, always UTC) is
+active while ``now`` lies in ``[fire, fire + duration)`` for some fire time; a budget
+without reasons applies to every reason. The smallest active applicable budget wins, less
+the pool's nodes already being disrupted (or NotReady). A bad cron fails closed (0).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from croniter import croniter
+
+from karpy.core.snapshot import StateNode
+from karpy.model.objects import Budget, NodePool
+
+__all__ = ["BudgetError", "active", "allowed", "budget_nodes", "validate"]
+
+_NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+
+
+class BudgetError(ValueError):
+    """A budget that cannot be evaluated (bad ``nodes`` or ``schedule``)."""
+
+
+def validate(budget: Budget) -> None:
+    if not _NODES.match(budget.nodes):
+        raise BudgetError(f"nodes {budget.nodes!r} must be a count or a percentage from 0% to 100%")
+    if (budget.schedule is None) != (budget.duration is None):
+        raise BudgetError("schedule and duration must be set together")
+    if budget.schedule is not None:
+        expr = _MACROS.get(budget.schedule.strip(), budget.schedule)
+        if len(expr.split()) != 5 or not croniter.is_valid(expr):
+            raise BudgetError(f"schedule {budget.schedule!r} is not a 5-field cron expression")
+
+
+def budget_nodes(budget: Budget, total: int) -> int:
+    """The node count a budget allows for a pool of ``total`` nodes (percent rounds up)."""
+    text = budget.nodes
+    if text.endswith("%"):
+        return math.ceil(int(text[:-1]) * total / 100)
+    return int(text)
+
+
+def active(budget: Budget, now: float) -> bool:
+    """Whether the budget is in force at ``now`` (UTC)."""
+    if budget.schedule is None or budget.duration is None:
+        return True
+    expr = _MACROS.get(budget.schedule.strip(), budget.schedule)
+    start = datetime.fromtimestamp(now, UTC) - timedelta(seconds=budget.duration)
+    # croniter returns the first fire strictly after `start`; a fire exactly at `start` counts too.
+    nxt = croniter(expr, start - timedelta(seconds=1)).get_next(datetime)
+    return bool(nxt.timestamp() <= now)
+
+
+def allowed(pool: NodePool, nodes: Sequence[StateNode], reason: str, now: float) -> tuple[int, str]:
+    """Disruptions the pool allows for ``reason`` now, and which budget decided (for records)."""
+    members = [n for n in nodes if n.node_pool == pool.name and n.claim is not None and n.node is not None]
+    total = sum(1 for n in members if n.initialized and not (n.claim is not None and n.claim.deleting))
+    disrupting = sum(
+        1
+        for n in members
+        if n.marked_for_deletion
+        or (n.node is not None and (n.node.deleting or not n.node.ready))
+        or (n.claim is not None and n.claim.deleting)
+    )
+    best: int | None = None
+    which = ""
+    for index, budget in enumerate(pool.disruption.budgets):
+        if budget.reasons and reason not in budget.reasons:
+            continue
+        try:
+            validate(budget)
+            in_force = active(budget, now)
+            count = budget_nodes(budget, total)
+        except (BudgetError, ValueError) as exc:
+            in_force, count = True, 0
+            which = f"budget[{index}] is invalid ({exc}): fails closed"
+        if not in_force:
+            continue
+        if best is None or count < best:
+            best = count
+            if not which.startswith(f"budget[{index}]"):
+                which = f"budget[{index}] nodes={budget.nodes}" + (
+                    f" schedule={budget.schedule!r}" if budget.schedule else ""
+                )
+    if best is None:
+        return max(0, total - disrupting), "no active budget"
+    return max(best - disrupting, 0), f"{which} of {total} nodes, {disrupting} already disrupting"

@@ -1,0 +1,268 @@
+"""Consolidation: remove or replace nodes when their pods fit elsewhere for less money.
+
+Every decision re-runs :func:`karpy.core.scheduling.solve` on the snapshot minus the
+candidates (never a second packing algorithm). ``compute`` returns a delete when no new
+NodeClaim is needed, a replace when exactly one cheaper NodeClaim is (its options filtered
+to those whose *worst* launch price undercuts the candidates), and nothing otherwise.
+Spot-to-spot follows upstream (feature gate; single-node needs at least 15 cheaper spot
+options and launches from the 15 cheapest). Multi-node binary-searches the largest prefix
+of at most 100 candidates; single-node takes the first candidate that works.
+``Balanced`` pools approve a move only when its savings fraction over its disruption
+fraction reaches 1/2. The karpy churn guard (``karpy.sh/min-savings``) refuses smaller
+savings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from karpy.core import scheduling
+from karpy.core.disruption import candidates as cand_mod
+from karpy.core.disruption.types import UNDERUTILIZED, Candidate, Command
+from karpy.core.scheduling.nodeclaim import min_values_shortfall, order_by_price
+from karpy.core.scheduling.results import PlannedClaim, Results
+from karpy.core.snapshot import Snapshot
+from karpy.model import labels
+from karpy.model.catalog import InstanceType
+from karpy.model.requirements import Requirement, Requirements
+
+__all__ = [
+    "MIN_SAVINGS_ANNOTATION",
+    "SPOT_TO_SPOT_MIN_TYPES",
+    "Simulation",
+    "compute",
+    "multi_node",
+    "simulate",
+    "single_node",
+    "worst_launch_price",
+]
+
+SPOT_TO_SPOT_MIN_TYPES = 15
+MULTI_NODE_MAX = 100
+BALANCED_K = 2.0
+MIN_SAVINGS_ANNOTATION = "karpy.sh/min-savings"
+
+
+@dataclass(frozen=True, slots=True)
+class Simulation:
+    results: Results
+    stranded: tuple[str, ...]  # why some moved pods found no place (empty = all placed)
+
+
+def simulate(snapshot: Snapshot, chosen: Sequence[Candidate], *, consolidation: bool) -> Simulation:
+    """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes."""
+    names = {c.name for c in chosen}
+    deleting = [
+        n
+        for n in snapshot.nodes
+        if n.name not in names
+        and (
+            n.marked_for_deletion
+            or (n.node is not None and n.node.deleting)
+            or (n.claim is not None and n.claim.deleting)
+        )
+    ]
+    moved = [p for c in chosen for p in c.reschedulable]
+    from_deleting = [p for n in deleting for p in n.pods if cand_mod.reschedulable(p)]
+    reduced = dataclasses.replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in names))
+    pods = [*snapshot.pending_pods(), *moved, *from_deleting]
+    results = scheduling.solve(reduced, pods, consolidation=consolidation)
+    errors = {e.pod.key: e for e in results.errors}
+    stranded = [f"{p.key}: {errors[p.key].summary()}" for p in moved if p.key in errors]
+    by_name = {n.name: n for n in reduced.nodes}
+    moved_keys = {p.key for p in moved}
+    for pod_key, node_name in sorted(results.existing.items()):
+        node = by_name.get(node_name)
+        if node is not None and not node.initialized and pod_key in moved_keys:
+            stranded.append(f"{pod_key}: would land on uninitialized node {node_name}")
+    return Simulation(results, tuple(stranded))
+
+
+def worst_launch_price(it: InstanceType, reqs: Requirements) -> float:
+    prices = [o.price for o in it.offerings if o.available and o.compatible(reqs)]
+    return max(prices) if prices else math.inf
+
+
+def _with_options(
+    claim: PlannedClaim, its: Sequence[InstanceType], reqs: Requirements | None = None
+) -> PlannedClaim:
+    requirements = reqs if reqs is not None else claim.requirements
+    type_req = requirements.get(labels.INSTANCE_TYPE)
+    min_values = type_req.min_values if type_req is not None else None
+    requirements = requirements.without(labels.INSTANCE_TYPE).add(
+        Requirement(labels.INSTANCE_TYPE, False, frozenset(it.name for it in its), min_values=min_values)
+    )
+    return dataclasses.replace(claim, requirements=requirements, instance_types=tuple(its))
+
+
+def _min_savings(candidates: Sequence[Candidate]) -> float | None:
+    texts = {c.pool.meta_annotations.get(MIN_SAVINGS_ANNOTATION) for c in candidates} - {None}
+    fractions = []
+    for text in texts:
+        assert text is not None
+        try:
+            fractions.append(float(text.rstrip("%")) / 100 if text.endswith("%") else float(text))
+        except ValueError:
+            continue
+    return max(fractions) if fractions else None
+
+
+def _balanced_ok(
+    snapshot: Snapshot, chosen: Sequence[Candidate], savings: float, all_candidates: Sequence[Candidate]
+) -> tuple[bool, str]:
+    pools = {c.pool.name for c in chosen}
+    if not any(c.pool.disruption.consolidation_policy == "Balanced" for c in chosen):
+        return True, ""
+    pool_cost = sum(c.price or 0.0 for c in all_candidates if c.pool.name in pools)
+    pool_disruption = sum(c.reschedule_cost for c in all_candidates if c.pool.name in pools)
+    disruption = sum(c.reschedule_cost for c in chosen)
+    if pool_cost <= 0 or pool_disruption <= 0 or disruption <= 0:
+        return True, ""
+    score = (savings / pool_cost) / (disruption / pool_disruption)
+    ok = score >= 1 / BALANCED_K
+    return ok, f"Balanced score {score:.2f} {'>=' if ok else '<'} {1 / BALANCED_K:.2f}"
+
+
+def compute(
+    snapshot: Snapshot,
+    chosen: Sequence[Candidate],
+    *,
+    all_candidates: Sequence[Candidate] = (),
+    method: str,
+) -> tuple[Command | None, str]:
+    """One consolidation option for ``chosen``, or None with the reason."""
+    sim = simulate(snapshot, chosen, consolidation=True)
+    names = tuple(c.name for c in chosen)
+    if sim.stranded:
+        return None, "pods would not all fit elsewhere: " + sim.stranded[0]
+    price = sum(c.price for c in chosen if c.price is not None)
+    if any(c.price is None for c in chosen):
+        return None, "no price known for the node's offering"
+    new_claims = sim.results.new_claims
+    if not new_claims:
+        ok, why = _balanced_ok(snapshot, chosen, price, all_candidates)
+        if not ok:
+            return None, why
+        return Command(UNDERUTILIZED, method, names, (), price, "pods fit on other nodes"), ""
+    if len(new_claims) > 1:
+        return None, f"would need {len(new_claims)} new nodes"
+    claim = new_claims[0]
+    its = order_by_price(claim.instance_types, claim.requirements)
+    ct = claim.requirements.get(labels.CAPACITY_TYPE)
+    all_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen)
+    reqs = claim.requirements
+    if all_spot and (ct is None or ct.has(labels.CAPACITY_TYPE_SPOT)):
+        if not snapshot.settings.features.spot_to_spot_consolidation:
+            return None, "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
+        reqs = reqs.add(Requirement.in_(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_SPOT))
+    cheaper = [it for it in its if worst_launch_price(it, reqs) < price]
+    if reqs.has_min_values() and min_values_shortfall(cheaper, reqs) is not None:
+        return None, "cheaper options do not meet minValues"
+    if not cheaper:
+        return None, f"no replacement is cheaper than ${price:.4f}/h"
+    if all_spot and len(chosen) == 1:
+        if len(cheaper) < SPOT_TO_SPOT_MIN_TYPES:
+            return None, (
+                f"spot-to-spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot options, found {len(cheaper)}"
+            )
+        cheaper = cheaper[:SPOT_TO_SPOT_MIN_TYPES]
+    elif ct is not None and ct.has(labels.CAPACITY_TYPE_SPOT) and ct.has(labels.CAPACITY_TYPE_ON_DEMAND):
+        # priced assuming spot: never fall back to a pricier on-demand replacement
+        reqs = reqs.add(Requirement.in_(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_SPOT))
+    replacement = _with_options(claim, cheaper, reqs)
+    launch_price = min(
+        (
+            o.price
+            for it in cheaper
+            for o in it.offerings
+            if o.available and o.compatible(replacement.requirements)
+        ),
+        default=price,
+    )
+    savings = price - launch_price
+    floor = _min_savings(chosen)
+    if floor is not None and savings < floor * price:
+        return None, f"saves {savings / price:.0%}, below karpy.sh/min-savings {floor:.0%}"
+    ok, why = _balanced_ok(snapshot, chosen, savings, all_candidates)
+    if not ok:
+        return None, why
+    return Command(UNDERUTILIZED, method, names, (replacement,), savings, "replace with a cheaper node"), ""
+
+
+def _filter_same_type(command: Command, chosen: Sequence[Candidate]) -> Command | None:
+    """Multi-node: a replacement of a type being removed must undercut that node's price."""
+    if not command.replacements:
+        return command
+    replacement = command.replacements[0]
+    existing: dict[str, float] = {}
+    for c in chosen:
+        if c.instance_type is None or c.price is None:
+            continue
+        existing[c.instance_type.name] = min(existing.get(c.instance_type.name, math.inf), c.price)
+    ceiling = min(
+        (existing[it.name] for it in replacement.instance_types if it.name in existing), default=math.inf
+    )
+    kept = [
+        it for it in replacement.instance_types if worst_launch_price(it, replacement.requirements) < ceiling
+    ]
+    if not kept:
+        return None
+    return dataclasses.replace(command, replacements=(_with_options(replacement, kept),))
+
+
+def multi_node(
+    snapshot: Snapshot, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]
+) -> tuple[Command | None, str]:
+    """The largest prefix (2..100) of ``ordered`` that one delete or one replace can remove."""
+    batch = list(ordered[:MULTI_NODE_MAX])
+    if len(batch) < 2:
+        return None, "fewer than two candidates"
+    low, high = 1, len(batch) - 1
+    best: Command | None = None
+    last_reason = ""
+    while low <= high:
+        mid = (low + high) // 2
+        prefix = batch[: mid + 1]
+        command, reason = compute(
+            snapshot, prefix, all_candidates=all_candidates, method="multi-node consolidation"
+        )
+        if command is not None:
+            command = _filter_same_type(command, prefix)
+            if command is None:
+                reason = "the replacement is not cheaper than keeping one of the nodes"
+        if command is not None:
+            best = command
+            low = mid + 1
+        else:
+            last_reason = reason
+            high = mid - 1
+    return best, last_reason
+
+
+def single_node(
+    snapshot: Snapshot, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate], skip: set[str]
+) -> tuple[Command | None, dict[str, str]]:
+    """The first candidate (pools interleaved round-robin) that consolidation can remove."""
+    by_pool: dict[str, list[Candidate]] = {}
+    for c in ordered:
+        by_pool.setdefault(c.pool.name, []).append(c)
+    interleaved: list[Candidate] = []
+    queues = [by_pool[name] for name in sorted(by_pool)]
+    while any(queues):
+        for queue in queues:
+            if queue:
+                interleaved.append(queue.pop(0))
+    reasons: dict[str, str] = {}
+    for candidate in interleaved:
+        if candidate.name in skip:
+            continue
+        command, reason = compute(
+            snapshot, [candidate], all_candidates=all_candidates, method="single-node consolidation"
+        )
+        if command is not None:
+            return command, reasons
+        reasons[candidate.name] = reason
+    return None, reasons

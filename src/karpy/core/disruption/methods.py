@@ -1,0 +1,261 @@
+"""One disruption pass: ``compute(snapshot, now) -> Decision``.
+
+Expired NodeClaims are reported first (forceful, outside budgets, PDBs and do-not-disrupt;
+at runtime only the expiration controller acts on them). Then the methods run in
+upstream's order — emptiness, drift, multi-node consolidation, single-node consolidation —
+and the first that yields a command wins. Every node gets a :class:`NodeRecord` saying why
+it is or is not disrupted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from karpy.core import lifecycle
+from karpy.core.disruption import budgets, consolidation, drift
+from karpy.core.disruption import candidates as cand_mod
+from karpy.core.disruption import pdbs as pdbs_mod
+from karpy.core.disruption.types import (
+    DRIFTED,
+    EMPTY,
+    EXPIRED,
+    UNDERUTILIZED,
+    Candidate,
+    Command,
+    Decision,
+    NodeRecord,
+)
+from karpy.core.snapshot import Snapshot, StateNode
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import NodePool
+
+__all__ = ["compute"]
+
+_STABILIZATION = "karpy.sh/consolidation-stabilization"
+
+
+class _Pass:
+    def __init__(self, snapshot: Snapshot, now: float) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.pools: dict[str, NodePool] = {p.name: p for p in snapshot.node_pools if p.replicas is None}
+        self.types: dict[str, dict[str, InstanceType]] = {
+            name: {it.name: it for it in its} for name, its in snapshot.instance_types.items()
+        }
+        self.limits = pdbs_mod.Limits(snapshot.pdbs, snapshot.pods)
+        self.notes: dict[str, list[str]] = {n.name: [] for n in snapshot.nodes}
+        self.allowed: dict[str, dict[str, int]] = {}
+        self.budget_why: dict[tuple[str, str], str] = {}
+
+    def note(self, node: str, text: str) -> None:
+        self.notes.setdefault(node, []).append(text)
+
+    def budget(self, pool: str, reason: str) -> int:
+        per_pool = self.allowed.setdefault(pool, {})
+        if reason not in per_pool:
+            count, why = budgets.allowed(self.pools[pool], self.snapshot.nodes, reason, self.now)
+            per_pool[reason] = count
+            self.budget_why[(pool, reason)] = why
+        return per_pool[reason]
+
+    def candidates(self, disruption_class: str) -> tuple[list[Candidate], Mapping[str, str]]:
+        return cand_mod.build_all(
+            self.snapshot.nodes,
+            pools=self.pools,
+            instance_types=self.types,
+            limits=self.limits,
+            now=self.now,
+            disruption_class=disruption_class,
+        )
+
+    # -- expiration ----------------------------------------------------------------------
+    def expired(self) -> Command | None:
+        names = []
+        for node in self.snapshot.nodes:
+            claim = node.claim
+            if claim is None or claim.deleting:
+                continue
+            pool = self.pools.get(node.node_pool)
+            if lifecycle.expired(claim, pool, self.now):
+                names.append(node.name)
+                self.note(node.name, "expired: expireAfter elapsed since the NodeClaim was created")
+        if not names:
+            return None
+        return Command(
+            EXPIRED, "expiration", tuple(names), (), None, "forceful: no budgets, PDBs or do-not-disrupt"
+        )
+
+    # -- emptiness -----------------------------------------------------------------------
+    def emptiness(self, graceful: Sequence[Candidate]) -> Command | None:
+        chosen: list[str] = []
+        remaining: dict[str, int] = {}
+        for c in sorted(graceful, key=lambda c: c.name):
+            if c.reschedulable:
+                continue
+            if c.pool.disruption.consolidate_after is None:
+                self.note(c.name, "empty, but consolidateAfter is Never")
+                continue
+            if not lifecycle.consolidatable(c.pool, c.node.claim, self.now):  # type: ignore[arg-type]
+                self.note(c.name, "empty, but consolidateAfter has not elapsed")
+                continue
+            left = remaining.setdefault(c.pool.name, self.budget(c.pool.name, EMPTY))
+            if left <= 0:
+                self.note(
+                    c.name,
+                    f"empty, but the Empty budget allows no more ({self.budget_why[(c.pool.name, EMPTY)]})",
+                )
+                continue
+            remaining[c.pool.name] = left - 1
+            chosen.append(c.name)
+        if not chosen:
+            return None
+        return Command(EMPTY, "emptiness", tuple(chosen), (), None, "no reschedulable pods")
+
+    # -- drift ---------------------------------------------------------------------------
+    def drift(self, eventual: Sequence[Candidate]) -> Command | None:
+        drifted: list[tuple[float, str, Candidate]] = []
+        for c in eventual:
+            why = drift.drift_reason(c.node, c.pool)
+            if why is None:
+                continue
+            self.note(c.name, f"drifted: {why}")
+            drifted.append((drift.drifted_since(c.node, self.now), c.name, c))
+        drifted.sort(key=lambda item: (item[0], item[1]))
+        ordered = [c for _, _, c in drifted]
+        remaining: dict[str, int] = {}
+        empty: list[str] = []
+        for c in ordered:
+            if c.reschedulable:
+                continue
+            left = remaining.setdefault(c.pool.name, self.budget(c.pool.name, DRIFTED))
+            if left > 0:
+                remaining[c.pool.name] = left - 1
+                empty.append(c.name)
+        if empty:
+            return Command(DRIFTED, "drift", tuple(empty), (), None, "empty drifted nodes")
+        for c in ordered:
+            if self.budget(c.pool.name, DRIFTED) <= 0:
+                self.note(c.name, f"drift blocked by budget ({self.budget_why[(c.pool.name, DRIFTED)]})")
+                continue
+            sim = consolidation.simulate(self.snapshot, [c], consolidation=False)
+            if sim.stranded:
+                self.note(c.name, "drift cannot reschedule all pods: " + sim.stranded[0])
+                continue
+            return Command(DRIFTED, "drift", (c.name,), sim.results.new_claims, None, "replace drifted node")
+        return None
+
+    # -- consolidation ---------------------------------------------------------------------
+    def consolidatable(self, graceful: Sequence[Candidate]) -> list[Candidate]:
+        out = []
+        for c in graceful:
+            policy = c.pool.disruption.consolidation_policy
+            claim = c.node.claim
+            assert claim is not None
+            if c.instance_type is None:
+                self.note(c.name, "not consolidatable: instance type unknown")
+            elif not c.capacity_type or not c.zone:
+                self.note(c.name, "not consolidatable: no capacity-type or zone label")
+            elif c.pool.disruption.consolidate_after is None:
+                self.note(c.name, "not consolidatable: consolidateAfter is Never")
+            elif policy not in ("WhenEmptyOrUnderutilized", "Balanced"):
+                self.note(c.name, f"not consolidatable: consolidationPolicy {policy}")
+            elif not lifecycle.consolidatable(c.pool, claim, self.now):
+                self.note(c.name, "not consolidatable yet: consolidateAfter has not elapsed")
+            elif self._stabilizing(c.pool):
+                self.note(c.name, f"not consolidatable: {_STABILIZATION} window after recent pod changes")
+            elif not c.reschedulable:
+                self.note(c.name, "empty: left to emptiness")
+            else:
+                out.append(c)
+        out.sort(key=lambda c: (-c.savings_ratio, c.name))
+        return out
+
+    def _stabilizing(self, pool: NodePool) -> bool:
+        text = pool.meta_annotations.get(_STABILIZATION)
+        window = cand_mod._duration(text) if text else None
+        if window is None:
+            return False
+        events = [
+            n.claim.last_pod_event
+            for n in self.snapshot.nodes
+            if n.claim is not None and n.node_pool == pool.name and n.claim.last_pod_event is not None
+        ]
+        return bool(events) and self.now - max(events) < window
+
+    def multi(self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]) -> Command | None:
+        budget_left: dict[str, int] = {}
+        within: list[Candidate] = []
+        for c in ordered:
+            left = budget_left.setdefault(c.pool.name, self.budget(c.pool.name, UNDERUTILIZED))
+            if left <= 0:
+                continue
+            budget_left[c.pool.name] = left - 1
+            within.append(c)
+        command, _ = consolidation.multi_node(self.snapshot, within, all_candidates)
+        return command
+
+    def single(self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]) -> Command | None:
+        blocked = set()
+        for c in ordered:
+            if self.budget(c.pool.name, UNDERUTILIZED) <= 0:
+                blocked.add(c.name)
+                self.note(
+                    c.name,
+                    f"consolidation blocked by budget ({self.budget_why[(c.pool.name, UNDERUTILIZED)]})",
+                )
+        command, reasons = consolidation.single_node(self.snapshot, ordered, all_candidates, blocked)
+        for name, reason in reasons.items():
+            self.note(name, f"not consolidated: {reason}")
+        return command
+
+    # -- the pass --------------------------------------------------------------------------
+    def run(self) -> Decision:
+        command = self.expired()
+        graceful, graceful_why = self.candidates(cand_mod.GRACEFUL)
+        eventual, eventual_why = self.candidates(cand_mod.EVENTUAL)
+        if command is None:
+            command = self.emptiness(graceful)
+        if command is None:
+            command = self.drift(eventual)
+        if command is None:
+            ordered = self.consolidatable(graceful)
+            command = self.multi(ordered, graceful) or self.single(ordered, graceful)
+        return Decision(command, self._records(command, graceful, graceful_why, eventual_why), self.allowed)
+
+    def _records(
+        self,
+        command: Command | None,
+        graceful: Sequence[Candidate],
+        graceful_why: Mapping[str, str],
+        eventual_why: Mapping[str, str],
+    ) -> dict[str, NodeRecord]:
+        chosen = set(command.candidates) if command is not None else set()
+        candidates = {c.name for c in graceful}
+        records: dict[str, NodeRecord] = {}
+        for node in self.snapshot.nodes:
+            notes = list(self.notes.get(node.name, []))
+            if node.name in chosen:
+                assert command is not None
+                verdict = "disrupted"
+                notes.insert(0, f"{command.reason} ({command.method}): {command.detail}")
+            elif node.claim is None:
+                verdict = "not-managed"
+                notes.append(graceful_why.get(node.name, "no NodeClaim"))
+            elif node.name in candidates:
+                verdict = "candidate"
+                if not notes:
+                    notes.append("candidate, but no cheaper or emptier option found this pass")
+            else:
+                verdict = "blocked"
+                notes.append(graceful_why.get(node.name) or eventual_why.get(node.name) or "not a candidate")
+            records[node.name] = NodeRecord(node.name, _pool(node), verdict, tuple(notes))
+        return records
+
+
+def _pool(node: StateNode) -> str:
+    return node.node_pool
+
+
+def compute(snapshot: Snapshot, now: float | None = None) -> Decision:
+    """One disruption pass at ``now`` (default: the snapshot's time)."""
+    return _Pass(snapshot, snapshot.now if now is None else now).run()

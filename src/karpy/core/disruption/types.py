@@ -1,0 +1,80 @@
+"""Values of one disruption pass: candidates, commands, per-node records, the decision.
+
+Built by :mod:`karpy.core.disruption.candidates` and the methods; returned by
+:func:`karpy.core.disruption.compute`; rendered by ``karpy disrupt`` and the conformance
+runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from karpy.core.scheduling.results import PlannedClaim
+from karpy.core.snapshot import StateNode
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import NodePool, Pod
+
+__all__ = ["DRIFTED", "EMPTY", "EXPIRED", "UNDERUTILIZED", "Candidate", "Command", "Decision", "NodeRecord"]
+
+EMPTY = "Empty"
+DRIFTED = "Drifted"
+UNDERUTILIZED = "Underutilized"
+EXPIRED = "Expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A node that may be disrupted, with what its disruption would cost and save."""
+
+    node: StateNode
+    pool: NodePool
+    instance_type: InstanceType | None
+    capacity_type: str
+    zone: str
+    price: float | None  # cheapest offering of its type matching its zone and capacity type
+    reschedulable: tuple[Pod, ...]
+    pods: tuple[Pod, ...]
+    reschedule_cost: float  # 1 + sum of positive eviction costs of the reschedulable pods
+    disruption_cost: float  # sum of eviction costs of all pods x remaining lifetime
+    blocked_eviction: str = ""  # why pods block eviction (kept for eventual disruption with a TGP)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    @property
+    def savings_ratio(self) -> float:
+        return (self.price or 0.0) / self.reschedule_cost
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """What one pass would execute: remove ``candidates``, launch ``replacements`` first."""
+
+    reason: str
+    method: str
+    candidates: tuple[str, ...]  # node names
+    replacements: tuple[PlannedClaim, ...] = ()
+    savings_per_hour: float | None = None
+    detail: str = ""
+
+    @property
+    def decision(self) -> str:
+        return "replace" if self.replacements else "delete"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """Why one node is or is not disrupted in this pass."""
+
+    node: str
+    node_pool: str
+    verdict: str  # disrupted | candidate | blocked | not-managed | skipped
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    command: Command | None
+    records: dict[str, NodeRecord] = field(default_factory=dict)
+    budgets: dict[str, dict[str, int]] = field(default_factory=dict)  # pool -> reason -> allowed
