@@ -1,9 +1,10 @@
-"""One-shot provisioning plans: objects read from files -> a solved, launched plan.
+"""One-shot tools over files: a provisioning plan and a disruption dry-run.
 
 Builds a :class:`~karpy.state.cluster.Cluster` from what :mod:`karpy.api.load` read
 (NodePools, NodeClasses, Nodes, NodeClaims, Pods, DaemonSets, Deployments/ReplicaSets
-expanded to pending pods, PDBs, Namespaces), runs :func:`karpy.core.scheduling.solve`
-and applies the launch rule to every new NodeClaim. Called by ``karpy plan``.
+expanded to pending pods, PDBs, Namespaces), then either runs
+:func:`karpy.core.scheduling.solve` and the launch rule (``karpy plan``) or one pass of
+:func:`karpy.core.disruption.compute` (``karpy disrupt``).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from typing import Any
 from karpy import catalog as catalog_mod
 from karpy import settings as settings_mod
 from karpy.api import load as api_load
-from karpy.core import scheduling
+from karpy.core import disruption, scheduling
 from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import EC2NodeClass, NodeClass
 from karpy.model.objects import NodePool
 from karpy.state.cluster import Cluster
 from karpy.state.events import ObjectEvent
 
-__all__ = ["Plan", "build_cluster", "make_plan"]
+__all__ = ["DryRun", "Plan", "build_cluster", "disrupt", "make_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +107,32 @@ def make_plan(
         else:
             launched.append(node)
     return Plan(base.name, results, tuple(launched), tuple(unlaunchable), len(snapshot.pending_pods()))
+
+
+@dataclass(frozen=True, slots=True)
+class DryRun:
+    catalog: str
+    now: float
+    decision: disruption.Decision
+    replacements: tuple[scheduling.Launched | None, ...]
+
+
+def disrupt(
+    loaded: api_load.Loaded,
+    *,
+    now: float,
+    catalog_spec: str = "aws:us-east-1",
+    settings: settings_mod.Settings | None = None,
+    prices: dict[Any, float] | None = None,
+) -> DryRun:
+    """One disruption pass at ``now`` over the objects read from files (nothing is executed)."""
+    settings = settings or settings_mod.Settings()
+    cluster, base = build_cluster(loaded, catalog_spec=catalog_spec, settings=settings, prices=prices)
+    decision = disruption.compute(cluster.snapshot(now), now)
+    order = [it.name for it in base.instance_types]
+    launched: tuple[scheduling.Launched | None, ...] = ()
+    if decision.command is not None:
+        launched = tuple(
+            scheduling.launch(r, order, well_known=base.well_known) for r in decision.command.replacements
+        )
+    return DryRun(base.name, now, decision, launched)

@@ -55,9 +55,7 @@ def test_arm64_workload_lands_on_graviton_in_the_multi_arch_pool() -> None:
 
 
 def test_spot_workload_gets_spot_capacity() -> None:
-    loaded = _scaled(
-        load.load_paths([EXAMPLES / "nodepools/spot.yaml", EXAMPLES / "workloads/spot.yaml"])
-    )
+    loaded = _scaled(load.load_paths([EXAMPLES / "nodepools/spot.yaml", EXAMPLES / "workloads/spot.yaml"]))
     plan = planning.make_plan(loaded)
     assert plan.results.errors == ()
     assert {n.offering.capacity_type for n in plan.launched} == {"spot"}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
+from croniter import croniter
 from pydantic import AfterValidator, Field, model_validator
 
 from karpy.api import common
@@ -150,7 +151,9 @@ def _budget_nodes(value: str) -> str:
 
 
 def _schedule(value: str) -> str:
-    if not _SCHEDULE.match(value):
+    text = value.strip()
+    macro = text.startswith("@")
+    if not _SCHEDULE.match(value) or (not macro and not croniter.is_valid(text)):
         raise ValueError(f'"{value}" is not a cron schedule (5 fields, or @daily, @hourly ...)')
     return value
 

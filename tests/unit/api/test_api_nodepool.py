@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from karpy import api
-from karpy.model import objects, requirements, resources, taints
+from karpy.model import objects, requirements, taints
 
 _BASE: dict[str, Any] = {
     "apiVersion": "karpenter.sh/v1",

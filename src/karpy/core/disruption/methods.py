@@ -188,6 +188,11 @@ class _Pass:
         for c in ordered:
             left = budget_left.setdefault(c.pool.name, self.budget(c.pool.name, UNDERUTILIZED))
             if left <= 0:
+                self.note(
+                    c.name,
+                    "outside the Underutilized budget for multi-node consolidation "
+                    f"({self.budget_why[(c.pool.name, UNDERUTILIZED)]})",
+                )
                 continue
             budget_left[c.pool.name] = left - 1
             within.append(c)
@@ -243,8 +248,10 @@ class _Pass:
                 notes.append(graceful_why.get(node.name, "no NodeClaim"))
             elif node.name in candidates:
                 verdict = "candidate"
-                if not notes:
-                    notes.append("candidate, but no cheaper or emptier option found this pass")
+                if not notes and command is not None:
+                    notes.append(f"candidate; not evaluated further: {command.method} acted first this pass")
+                elif not notes:
+                    notes.append("candidate; no consolidation option saves money this pass")
             else:
                 verdict = "blocked"
                 notes.append(graceful_why.get(node.name) or eventual_why.get(node.name) or "not a candidate")

@@ -1,0 +1,120 @@
+"""``karpy disrupt -f FILE...``: a dry-run of one disruption pass, explained node by node."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from karpy import planning
+from karpy import settings as settings_mod
+from karpy.api import common as api_common
+from karpy.api import load as api_load
+from karpy.model.errors import InputError
+
+__all__ = ["disrupt", "dry_run_document"]
+
+
+def dry_run_document(result: planning.DryRun) -> dict[str, Any]:
+    command = result.decision.command
+    doc: dict[str, Any] = {
+        "apiVersion": "karpy.dev/v1alpha1",
+        "kind": "DisruptionDecision",
+        "catalog": result.catalog,
+        "now": datetime.fromtimestamp(result.now, UTC).isoformat().replace("+00:00", "Z"),
+        "command": None,
+        "nodes": [
+            {"name": r.node, "nodePool": r.node_pool, "verdict": r.verdict, "reasons": list(r.reasons)}
+            for r in sorted(result.decision.records.values(), key=lambda r: r.node)
+        ],
+        "allowedDisruptions": {pool: dict(sorted(v.items())) for pool, v in sorted(result.decision.budgets.items())},
+    }
+    if command is not None:
+        replacements = []
+        for claim, node in zip(command.replacements, result.replacements, strict=True):
+            replacements.append(
+                {
+                    "nodePool": claim.node_pool,
+                    "instanceType": node.instance_type.name if node else None,
+                    "zone": node.offering.zone if node else None,
+                    "capacityType": node.offering.capacity_type if node else None,
+                    "pricePerHour": round(node.price, 6) if node else None,
+                    "instanceTypeOptions": [it.name for it in claim.instance_types],
+                    "pods": [p.key for p in claim.pods],
+                }
+            )
+        doc["command"] = {
+            "reason": command.reason,
+            "method": command.method,
+            "decision": command.decision,
+            "nodes": list(command.candidates),
+            "replacements": replacements,
+            "savingsPerHour": None if command.savings_per_hour is None else round(command.savings_per_hour, 6),
+            "detail": command.detail,
+        }
+    return doc
+
+
+def _render(doc: dict[str, Any], console: Console) -> None:
+    command = doc["command"]
+    if command is None:
+        console.print(f"[bold]karpy disrupt[/bold] at {doc['now']}: no disruption this pass")
+    else:
+        savings = "" if command["savingsPerHour"] is None else f", saves ${command['savingsPerHour']:.4f}/h"
+        console.print(
+            f"[bold]karpy disrupt[/bold] at {doc['now']}: {command['decision']} {', '.join(command['nodes'])} "
+            f"({command['reason']}, {command['method']}{savings})"
+        )
+        for r in command["replacements"]:
+            console.print(
+                f"  replacement: {r['instanceType']} {r['capacityType']} in {r['zone']} "
+                f"(${r['pricePerHour']}/h, {len(r['instanceTypeOptions'])} options, {len(r['pods'])} pods)"
+            )
+    table = Table(title="Nodes", title_justify="left")
+    for column in ("Node", "NodePool", "Verdict", "Why"):
+        table.add_column(column)
+    for node in doc["nodes"]:
+        table.add_row(node["name"], node["nodePool"], node["verdict"], "\n".join(node["reasons"]))
+    console.print(table)
+
+
+def disrupt(
+    files: list[Path] = typer.Option(..., "-f", "--filename", help="YAML files or folders to read."),
+    now: str | None = typer.Option(None, "--now", help="RFC 3339 time of the pass (default: the current time)."),
+    catalog: str = typer.Option("aws:us-east-1", "--catalog", help="aws:<region> or a catalog file."),
+    output: str = typer.Option("table", "--output", "-o", help="table | json"),
+    spot_to_spot: bool = typer.Option(False, "--spot-to-spot", help="Enable SpotToSpotConsolidation."),
+) -> None:
+    """Dry-run one disruption pass: what would be disrupted, and why each node is or is not."""
+    if output not in ("table", "json"):
+        typer.echo(f"error: --output must be table or json, not {output!r}", err=True)
+        raise typer.Exit(2)
+    try:
+        at = api_common.parse_time(now) if now else datetime.now(UTC).timestamp()
+    except ValueError as exc:
+        typer.echo(f"error: --now: {exc}", err=True)
+        raise typer.Exit(2) from None
+    loaded = api_load.load_paths(files)
+    for problem in loaded.problems:
+        typer.echo(f"error: {problem}", err=True)
+    for skipped in loaded.skipped:
+        typer.echo(f"warning: {skipped}", err=True)
+    settings = settings_mod.Settings(features=settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot))
+    try:
+        result = planning.disrupt(loaded, now=at, catalog_spec=catalog, settings=settings)
+    except InputError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    doc = dry_run_document(result)
+    if output == "json":
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    else:
+        _render(doc, Console(width=160))
+    if loaded.problems:
+        raise typer.Exit(2)
