@@ -33,7 +33,9 @@ def dry_run_document(result: planning.DryRun) -> dict[str, Any]:
             {"name": r.node, "nodePool": r.node_pool, "verdict": r.verdict, "reasons": list(r.reasons)}
             for r in sorted(result.decision.records.values(), key=lambda r: r.node)
         ],
-        "allowedDisruptions": {pool: dict(sorted(v.items())) for pool, v in sorted(result.decision.budgets.items())},
+        "allowedDisruptions": {
+            pool: dict(sorted(allowed.items())) for pool, allowed in sorted(result.decision.budgets.items())
+        },
     }
     if command is not None:
         replacements = []
@@ -55,7 +57,9 @@ def dry_run_document(result: planning.DryRun) -> dict[str, Any]:
             "decision": command.decision,
             "nodes": list(command.candidates),
             "replacements": replacements,
-            "savingsPerHour": None if command.savings_per_hour is None else round(command.savings_per_hour, 6),
+            "savingsPerHour": (
+                None if command.savings_per_hour is None else round(command.savings_per_hour, 6)
+            ),
             "detail": command.detail,
         }
     return doc
@@ -67,8 +71,9 @@ def _render(doc: dict[str, Any], console: Console) -> None:
         console.print(f"[bold]karpy disrupt[/bold] at {doc['now']}: no disruption this pass")
     else:
         savings = "" if command["savingsPerHour"] is None else f", saves ${command['savingsPerHour']:.4f}/h"
+        nodes = ", ".join(command["nodes"])
         console.print(
-            f"[bold]karpy disrupt[/bold] at {doc['now']}: {command['decision']} {', '.join(command['nodes'])} "
+            f"[bold]karpy disrupt[/bold] at {doc['now']}: {command['decision']} {nodes} "
             f"({command['reason']}, {command['method']}{savings})"
         )
         for r in command["replacements"]:
@@ -86,7 +91,7 @@ def _render(doc: dict[str, Any], console: Console) -> None:
 
 def disrupt(
     files: list[Path] = typer.Option(..., "-f", "--filename", help="YAML files or folders to read."),
-    now: str | None = typer.Option(None, "--now", help="RFC 3339 time of the pass (default: the current time)."),
+    now: str | None = typer.Option(None, "--now", help="RFC 3339 time of the pass (default: now)."),
     catalog: str = typer.Option("aws:us-east-1", "--catalog", help="aws:<region> or a catalog file."),
     output: str = typer.Option("table", "--output", "-o", help="table | json"),
     spot_to_spot: bool = typer.Option(False, "--spot-to-spot", help="Enable SpotToSpotConsolidation."),
@@ -105,7 +110,8 @@ def disrupt(
         typer.echo(f"error: {problem}", err=True)
     for skipped in loaded.skipped:
         typer.echo(f"warning: {skipped}", err=True)
-    settings = settings_mod.Settings(features=settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot))
+    gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
+    settings = settings_mod.Settings(features=gates)
     try:
         result = planning.disrupt(loaded, now=at, catalog_spec=catalog, settings=settings)
     except InputError as exc:
