@@ -62,8 +62,8 @@ def active(budget: Budget, now: float) -> bool:
         return True
     expr = _MACROS.get(budget.schedule.strip(), budget.schedule)
     start = datetime.fromtimestamp(now, UTC) - timedelta(seconds=budget.duration)
-    # croniter returns the first fire strictly after `start`; a fire exactly at `start` counts too.
-    nxt = croniter(expr, start - timedelta(seconds=1)).get_next(datetime)
+    # the first fire strictly after now - duration (upstream's cron Next): active iff it is not after now
+    nxt = croniter(expr, start).get_next(datetime)
     return bool(nxt.timestamp() <= now)
 
 

@@ -21,9 +21,11 @@ from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod
 from karpy.model.requirements import Requirements
+from karpy.model.taints import NO_SCHEDULE, Taint, first_untolerated
 
 __all__ = ["EVENTUAL", "GRACEFUL", "build", "do_not_disrupt_active", "eviction_cost", "reschedulable"]
 
+DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", NO_SCHEDULE)
 GRACEFUL = "graceful"
 EVENTUAL = "eventual"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -64,6 +66,16 @@ def reschedulable(pod: Pod) -> bool:
         return False
     owner = pod.controller
     return not (owner is not None and owner.kind in ("DaemonSet", "Node"))
+
+
+def evictable(pod: Pod) -> bool:
+    """Pods a drain evicts: active, not mirror pods, not tolerating ``karpenter.sh/disrupted``."""
+    if pod.is_terminal() or pod.deleting:
+        return False
+    owner = pod.controller
+    if owner is not None and owner.kind == "Node":
+        return False
+    return first_untolerated(pod.tolerations, (DISRUPTED_TAINT,)) is not None
 
 
 def eviction_cost(pod: Pod) -> float:
@@ -131,7 +143,7 @@ def build(
                 f"pod {pod.key} has karpenter.sh/do-not-disrupt={pod.annotations[labels.DO_NOT_DISRUPT]}"
             )
             break
-        if reschedulable(pod):
+        if evictable(pod):
             why = limits.blocking(pod)
             if why is not None:
                 blocked = why

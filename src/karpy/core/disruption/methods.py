@@ -9,6 +9,7 @@ it is or is not disrupted.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from karpy.core import lifecycle
@@ -265,4 +266,6 @@ def _pool(node: StateNode) -> str:
 
 def compute(snapshot: Snapshot, now: float | None = None) -> Decision:
     """One disruption pass at ``now`` (default: the snapshot's time)."""
-    return _Pass(snapshot, snapshot.now if now is None else now).run()
+    if now is not None and now != snapshot.now:
+        snapshot = dataclasses.replace(snapshot, now=now)
+    return _Pass(snapshot, snapshot.now).run()
