@@ -10,6 +10,7 @@ implements intersection, ``compatible`` (with Karpenter's "undefined label" rule
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -30,11 +31,12 @@ OPERATORS = frozenset({IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT, GTE, LTE})
 _INFINITE = 1 << 62
 
 
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+
+
 def _as_int(value: str) -> int | None:
     text = value.strip()
-    if not text or not (text.isdigit() or (text[0] in "+-" and text[1:].isdigit())):
-        return None
-    return int(text)
+    return int(text) if _INTEGER.match(text) else None
 
 
 @dataclass(frozen=True, slots=True)
