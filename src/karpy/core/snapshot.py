@@ -55,7 +55,8 @@ class StateNode:
         if self.node is not None and (self.node.allocatable or self.claim is None):
             return self.node.allocatable
         if self.claim is not None:
-            return self.claim.allocatable
+            # before launch a claim's allocatable is unknown: it holds exactly what it was created for
+            return self.claim.allocatable or self.claim.requests
         return EMPTY
 
     @property

@@ -41,6 +41,7 @@ class Cluster:
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     marked_for_deletion: set[str] = field(default_factory=set)
+    nominations: dict[str, float] = field(default_factory=dict)  # node or claim name -> nominated until
     _types_cache: dict[tuple[str, object], tuple[InstanceType, ...]] = field(default_factory=dict)
 
     def apply(self, event: ObjectEvent) -> None:
@@ -89,7 +90,28 @@ class Cluster:
     def synced(self) -> bool:
         return True
 
-    def state_nodes(self) -> tuple[StateNode, ...]:
+    # -- controller-owned state (written at once, before the watch echo arrives) ---------
+    def nominate(self, name: str, until: float) -> None:
+        """Mark a node or in-flight NodeClaim as the expected home of pods until ``until``."""
+        self.nominations[name] = max(until, self.nominations.get(name, 0.0))
+
+    def mark_for_deletion(self, *names: str) -> None:
+        self.marked_for_deletion.update(names)
+
+    def unmark_for_deletion(self, *names: str) -> None:
+        self.marked_for_deletion.difference_update(names)
+
+    def pods_on(self, node_name: str) -> list[Pod]:
+        return [p for p in self.pods.values() if p.node_name == node_name]
+
+    def claim_for_node(self, node: Node) -> NodeClaim | None:
+        if node.provider_id:
+            for claim in self.claims.values():
+                if claim.provider_id == node.provider_id:
+                    return claim
+        return None
+
+    def state_nodes(self, now: float = 0.0) -> tuple[StateNode, ...]:
         by_provider: dict[str, NodeClaim] = {c.provider_id: c for c in self.claims.values() if c.provider_id}
         by_node_name: dict[str, list[Pod]] = {}
         for pod in self.pods.values():
@@ -107,21 +129,30 @@ class Cluster:
             if claim is not None:
                 joined.add(claim.name)
             pods = tuple(sorted(by_node_name.get(name, ()), key=lambda p: p.key))
-            out.append(StateNode(name, node, claim, pods, name in self.marked_for_deletion))
+            marked = name in self.marked_for_deletion or (
+                claim is not None and claim.name in self.marked_for_deletion
+            )
+            nominated = self.nominations.get(name, 0.0) > now or (
+                claim is not None and self.nominations.get(claim.name, 0.0) > now
+            )
+            out.append(StateNode(name, node, claim, pods, marked, nominated))
         for claim_name in sorted(self.claims):
             if claim_name in joined:
                 continue
             claim = self.claims[claim_name]
             node_name = claim.node_name or claim.name
             pods = tuple(sorted(by_node_name.get(node_name, ()), key=lambda p: p.key))
-            out.append(StateNode(node_name, None, claim, pods, claim_name in self.marked_for_deletion))
+            nominated = self.nominations.get(claim_name, 0.0) > now
+            out.append(
+                StateNode(node_name, None, claim, pods, claim_name in self.marked_for_deletion, nominated)
+            )
         return tuple(out)
 
     def snapshot(self, now: float) -> Snapshot:
         pools = tuple(self.node_pools[name] for name in sorted(self.node_pools))
         return Snapshot(
             now=now,
-            nodes=self.state_nodes(),
+            nodes=self.state_nodes(now),
             pods=tuple(self.pods[k] for k in sorted(self.pods)),
             node_pools=pools,
             instance_types={p.name: self._pool_types(p) for p in pools},

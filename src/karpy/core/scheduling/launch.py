@@ -11,14 +11,15 @@ and the conformance runner (the kwok provider uses it from the runtime issue on)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from karpy.core.scheduling.results import PlannedClaim
 from karpy.model import labels
 from karpy.model.catalog import InstanceType, Offering
+from karpy.model.requirements import Requirements
 
-__all__ = ["Launched", "launch"]
+__all__ = ["Launched", "choose", "launch", "node_labels"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,43 +34,79 @@ class Launched:
         return self.offering.price
 
 
+def choose(reqs: Requirements, types: Sequence[InstanceType]) -> tuple[InstanceType, Offering] | None:
+    """The launch rule over ``types`` (in catalog order) for a claim's requirements.
+
+    Only types the requirements allow are considered (``node.kubernetes.io/instance-type`` and
+    every other key); the cheapest compatible available offering wins, ties to catalog order.
+    """
+    best: tuple[float, InstanceType, Offering] | None = None
+    for it in types:
+        if not it.requirements.overlaps(reqs):
+            continue
+        offering = it.cheapest_offering(reqs)
+        if offering is not None and (best is None or offering.price < best[0]):
+            best = (offering.price, it, offering)
+    return None if best is None else (best[1], best[2])
+
+
+def node_labels(
+    reqs: Requirements,
+    it: InstanceType,
+    offering: Offering,
+    *,
+    template_labels: Mapping[str, str],
+    node_pool: str,
+    hostname: str,
+    well_known: frozenset[str] = labels.CORE_WELL_KNOWN,
+) -> dict[str, str]:
+    """The labels a launched node carries (FORMAT.md's rule)."""
+    out: dict[str, str] = {}
+    out.update(reqs.labels(well_known))
+    out.update(template_labels)
+    out.update(it.labels)
+    out.update(
+        {
+            labels.INSTANCE_TYPE: it.name,
+            labels.ZONE: offering.zone,
+            labels.CAPACITY_TYPE: offering.capacity_type,
+            labels.NODEPOOL: node_pool,
+            labels.HOSTNAME: hostname,
+        }
+    )
+    for key in (labels.ARCH, labels.OS):
+        req = it.requirements.get(key)
+        claim_req = reqs.get(key)
+        if key not in out and req is not None and not req.complement:
+            allowed = sorted(v for v in req.values if claim_req is None or claim_req.has(v))
+            if allowed:
+                out[key] = allowed[0]
+    return out
+
+
 def launch(
     claim: PlannedClaim,
     catalog_order: Sequence[str] = (),
     *,
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN,
 ) -> Launched | None:
-    """Pick the type and offering for ``claim``; None when no option has an available offering."""
+    """Pick the type and offering for a planned claim; None when no option has an available offering."""
     rank = {name: i for i, name in enumerate(catalog_order)}
-    best: tuple[float, int, InstanceType, Offering] | None = None
-    for position, it in enumerate(claim.instance_types):
-        offering = it.cheapest_offering(claim.requirements)
-        if offering is None:
-            continue
-        order = rank.get(it.name, len(rank) + position)
-        if best is None or (offering.price, order) < best[:2]:
-            best = (offering.price, order, it, offering)
-    if best is None:
-        return None
-    _, _, it, offering = best
-    node_labels: dict[str, str] = {}
-    node_labels.update(claim.requirements.labels(well_known))
-    node_labels.update(claim.labels)
-    node_labels.update(it.labels)
-    node_labels.update(
-        {
-            labels.INSTANCE_TYPE: it.name,
-            labels.ZONE: offering.zone,
-            labels.CAPACITY_TYPE: offering.capacity_type,
-            labels.NODEPOOL: claim.node_pool,
-            labels.HOSTNAME: claim.name,
-        }
+    ordered = sorted(
+        enumerate(claim.instance_types),
+        key=lambda item: (rank.get(item[1].name, len(rank) + item[0]), item[0]),
     )
-    for key in (labels.ARCH, labels.OS):
-        req = it.requirements.get(key)
-        claim_req = claim.requirements.get(key)
-        if key not in node_labels and req is not None and not req.complement:
-            allowed = sorted(v for v in req.values if claim_req is None or claim_req.has(v))
-            if allowed:
-                node_labels[key] = allowed[0]
-    return Launched(claim, it, offering, node_labels)
+    chosen = choose(claim.requirements, [it for _, it in ordered])
+    if chosen is None:
+        return None
+    it, offering = chosen
+    node = node_labels(
+        claim.requirements,
+        it,
+        offering,
+        template_labels=claim.labels,
+        node_pool=claim.node_pool,
+        hostname=claim.name,
+        well_known=well_known,
+    )
+    return Launched(claim, it, offering, node)

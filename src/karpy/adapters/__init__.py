@@ -1,0 +1,1 @@
+"""The Kubernetes edge: the in-memory API server (tests, simulator) and, later, the real client."""

@@ -1,0 +1,311 @@
+"""An in-memory Kubernetes API server: the tests' fake and the simulator's API server.
+
+Objects are raw JSON dicts keyed by (kind, namespace, name). It keeps what controllers rely
+on: ``resourceVersion`` (a global counter; a stale update raises ``Conflict``), ``uid`` and
+``creationTimestamp`` (from the injected clock), ``generateName``, JSON merge patches,
+finalizers (delete sets ``deletionTimestamp``; removing the last finalizer deletes), pod
+binding, the Eviction API with PodDisruptionBudgets (429 ``TooManyRequests`` when a budget
+allows no disruption), and synchronous watch callbacks (deterministic, no threads). Every
+call is recorded, and ``fail_next`` injects one error for the next matching call.
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import itertools
+import math
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from karpy.model import errors
+from karpy.ports import Clock, RawObject, WatchEvent
+
+__all__ = ["CLUSTER_SCOPED", "MemoryKube"]
+
+CLUSTER_SCOPED = frozenset({"Node", "NodeClaim", "NodePool", "EC2NodeClass", "KWOKNodeClass", "Namespace"})
+_API_VERSIONS = {
+    "Pod": "v1",
+    "Node": "v1",
+    "Namespace": "v1",
+    "Event": "events.k8s.io/v1",
+    "NodeClaim": "karpenter.sh/v1",
+    "NodePool": "karpenter.sh/v1",
+    "EC2NodeClass": "karpenter.k8s.aws/v1",
+    "KWOKNodeClass": "karpenter.kwok.sh/v1alpha1",
+    "DaemonSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "Job": "batch/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Lease": "coordination.k8s.io/v1",
+}
+
+Key = tuple[str, str, str]
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+def _matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return bool((pod.get("status") or {}).get("phase") == "Running")
+
+
+def _scaled(value: Any, total: int, *, round_up: bool) -> int:
+    text = str(value)
+    if text.endswith("%"):
+        fraction = int(text[:-1]) * total / 100
+        return math.ceil(fraction) if round_up else math.floor(fraction)
+    return int(text)
+
+
+class MemoryKube:
+    """The in-memory API server. Satisfies :class:`karpy.ports.KubeAPI`."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._objects: dict[Key, RawObject] = {}
+        self._rv = itertools.count(1)
+        self._uid = itertools.count(1)
+        self._names = itertools.count(1)
+        self._watchers: list[Callable[[WatchEvent], None]] = []
+        self.calls: list[tuple[str, str, str]] = []
+        self._next_errors: list[tuple[str, str, errors.KubeError]] = []
+
+    # -- test hooks ------------------------------------------------------------------------
+    def fail_next(self, verb: str, kind: str, error: errors.KubeError) -> None:
+        """Make the next ``verb`` on ``kind`` raise ``error`` (once)."""
+        self._next_errors.append((verb, kind, error))
+
+    def _call(self, verb: str, kind: str, name: str) -> None:
+        self.calls.append((verb, kind, name))
+        for index, (v, k, error) in enumerate(self._next_errors):
+            if v == verb and k == kind:
+                del self._next_errors[index]
+                raise error
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _key(self, kind: str, name: str, namespace: str) -> Key:
+        return (kind, "" if kind in CLUSTER_SCOPED else (namespace or "default"), name)
+
+    def _emit(self, type_: str, kind: str, obj: RawObject) -> None:
+        event = WatchEvent(type_, kind, copy.deepcopy(obj))
+        for callback in list(self._watchers):
+            callback(event)
+
+    def _stamp(self, obj: RawObject) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self._rv))
+
+    # -- KubeAPI ---------------------------------------------------------------------------
+    def watch(self, callback: Callable[[WatchEvent], None]) -> None:
+        """Subscribe; existing objects arrive first as ADDED (like a list + watch)."""
+        self._watchers.append(callback)
+        for (kind, _, _), obj in sorted(self._objects.items()):
+            callback(WatchEvent("ADDED", kind, copy.deepcopy(obj)))
+
+    def get(self, kind: str, name: str, namespace: str = "") -> RawObject:
+        self._call("get", kind, name)
+        obj = self._objects.get(self._key(kind, name, namespace))
+        if obj is None:
+            raise errors.NotFound(f"{kind} {namespace + '/' if namespace else ''}{name} not found")
+        return copy.deepcopy(obj)
+
+    def list(self, kind: str, namespace: str | None = None) -> list[RawObject]:
+        self._call("list", kind, "")
+        return [
+            copy.deepcopy(obj)
+            for (k, ns, _), obj in sorted(self._objects.items())
+            if k == kind and (namespace is None or ns == namespace)
+        ]
+
+    def create(self, obj: RawObject) -> RawObject:
+        kind = obj["kind"]
+        meta = obj.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise errors.Invalid(f"{kind}: metadata.name or generateName is required")
+            meta["name"] = f"{meta['generateName']}{next(self._names):05d}"
+        self._call("create", kind, meta["name"])
+        key = self._key(kind, meta["name"], meta.get("namespace", ""))
+        if key in self._objects:
+            raise errors.AlreadyExists(f"{kind} {meta['name']} already exists")
+        stored = copy.deepcopy(obj)
+        stored.setdefault("apiVersion", _API_VERSIONS.get(kind, "v1"))
+        smeta = stored["metadata"]
+        if kind not in CLUSTER_SCOPED:
+            smeta["namespace"] = key[1]
+        smeta["uid"] = smeta.get("uid") or f"uid-{next(self._uid):08d}"
+        smeta.setdefault("creationTimestamp", _rfc3339(self._clock.now()))
+        self._stamp(stored)
+        self._objects[key] = stored
+        self._emit("ADDED", kind, stored)
+        return copy.deepcopy(stored)
+
+    def _replace(self, key: Key, stored: RawObject) -> RawObject:
+        meta = stored["metadata"]
+        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+            del self._objects[key]
+            self._stamp(stored)
+            self._emit("DELETED", key[0], stored)
+            return copy.deepcopy(stored)
+        self._stamp(stored)
+        self._objects[key] = stored
+        self._emit("MODIFIED", key[0], stored)
+        return copy.deepcopy(stored)
+
+    def update(self, obj: RawObject) -> RawObject:
+        kind = obj["kind"]
+        meta = obj["metadata"]
+        self._call("update", kind, meta["name"])
+        key = self._key(kind, meta["name"], meta.get("namespace", ""))
+        current = self._objects.get(key)
+        if current is None:
+            raise errors.NotFound(f"{kind} {meta['name']} not found")
+        version = meta.get("resourceVersion")
+        if version and version != current["metadata"]["resourceVersion"]:
+            raise errors.Conflict(f"{kind} {meta['name']}: resourceVersion {version} is stale")
+        stored = copy.deepcopy(obj)
+        for field_name in ("uid", "creationTimestamp", "deletionTimestamp"):
+            if field_name in current["metadata"]:
+                stored["metadata"][field_name] = current["metadata"][field_name]
+        return self._replace(key, stored)
+
+    def patch(self, kind: str, name: str, patch: Mapping[str, Any], namespace: str = "") -> RawObject:
+        self._call("patch", kind, name)
+        key = self._key(kind, name, namespace)
+        current = self._objects.get(key)
+        if current is None:
+            raise errors.NotFound(f"{kind} {name} not found")
+        stored = merge_patch(current, patch)
+        for field_name in ("uid", "creationTimestamp", "resourceVersion", "name", "namespace"):
+            if field_name in current["metadata"]:
+                stored["metadata"][field_name] = current["metadata"][field_name]
+        return self._replace(key, stored)
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        self._call("delete", kind, name)
+        key = self._key(kind, name, namespace)
+        current = self._objects.get(key)
+        if current is None:
+            raise errors.NotFound(f"{kind} {name} not found")
+        if current["metadata"].get("finalizers"):
+            if not current["metadata"].get("deletionTimestamp"):
+                stored = copy.deepcopy(current)
+                stored["metadata"]["deletionTimestamp"] = _rfc3339(self._clock.now())
+                self._replace(key, stored)
+            return
+        del self._objects[key]
+        self._stamp(current)
+        self._emit("DELETED", kind, current)
+
+    def bind(self, name: str, namespace: str, node_name: str) -> None:
+        self._call("bind", "Pod", name)
+        key = self._key("Pod", name, namespace)
+        current = self._objects.get(key)
+        if current is None:
+            raise errors.NotFound(f"Pod {namespace}/{name} not found")
+        if (current.get("spec") or {}).get("nodeName"):
+            raise errors.Conflict(f"Pod {namespace}/{name} is already bound")
+        if ("Node", "", node_name) not in self._objects:
+            raise errors.NotFound(f"Node {node_name} not found")
+        stored = copy.deepcopy(current)
+        stored.setdefault("spec", {})["nodeName"] = node_name
+        status = stored.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True"})
+        status["conditions"] = conditions
+        self._replace(key, stored)
+
+    def pdb_allowed(self, pdb: Mapping[str, Any]) -> int:
+        """Disruptions a PDB allows now, computed from the pods it selects (as its controller would)."""
+        namespace = pdb["metadata"].get("namespace", "default")
+        spec = pdb.get("spec") or {}
+        pods = [
+            obj
+            for (kind, ns, _), obj in self._objects.items()
+            if kind == "Pod"
+            and ns == namespace
+            and not obj["metadata"].get("deletionTimestamp")
+            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and _matches(spec.get("selector"), obj["metadata"].get("labels") or {})
+        ]
+        expected = len(pods)
+        healthy = sum(1 for p in pods if _ready(p))
+        if "minAvailable" in spec:
+            desired = _scaled(spec["minAvailable"], expected, round_up=True)
+        elif "maxUnavailable" in spec:
+            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
+        else:
+            desired = expected
+        return max(0, healthy - desired)
+
+    def evict(self, name: str, namespace: str) -> None:
+        """The Eviction API: 429 while a PDB selecting the pod allows no disruption."""
+        self._call("evict", "Pod", name)
+        key = self._key("Pod", name, namespace)
+        pod = self._objects.get(key)
+        if pod is None:
+            raise errors.NotFound(f"Pod {namespace}/{name} not found")
+        labels = pod["metadata"].get("labels") or {}
+        budgets = [
+            obj
+            for (kind, ns, _), obj in self._objects.items()
+            if kind == "PodDisruptionBudget"
+            and ns == key[1]
+            and _matches((obj.get("spec") or {}).get("selector"), labels)
+        ]
+        if len(budgets) > 1:
+            raise errors.TooManyRequests(
+                f"Pod {namespace}/{name} is selected by more than one PodDisruptionBudget"
+            )
+        for pdb in budgets:
+            policy = (pdb.get("spec") or {}).get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+            if self.pdb_allowed(pdb) <= 0 and not (policy == "AlwaysAllow" and not _ready(pod)):
+                budget = pdb["metadata"]["name"]
+                raise errors.TooManyRequests(f"Cannot evict pod: it would violate disruption budget {budget}")
+        self.delete("Pod", name, namespace)
+
+    # -- conveniences for tests and the simulator ---------------------------------------
+    def objects(self, kind: str) -> builtins.list[RawObject]:
+        """Objects of a kind without recording a call (for assertions)."""
+        return [copy.deepcopy(o) for (k, _, _), o in sorted(self._objects.items()) if k == kind]
+
+    def exists(self, kind: str, name: str, namespace: str = "") -> bool:
+        return self._key(kind, name, namespace) in self._objects

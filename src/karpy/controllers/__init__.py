@@ -1,0 +1,1 @@
+"""Reconcilers: read the cluster state, call the core, write through the ports."""

@@ -1,0 +1,77 @@
+"""Prometheus metrics, prefixed ``karpy_`` so they never collide with an installed Karpenter.
+
+Names otherwise mirror Karpenter's (``karpenter_nodeclaims_created_total`` ->
+``karpy_nodeclaims_created_total``). One :class:`Metrics` object per runtime, on its own
+registry (served by the operator; read by the simulator's report and by tests).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics"]
+
+_DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60)
+_POD_BUCKETS = (1, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.nodeclaims_created = Counter(
+            "karpy_nodeclaims_created", "NodeClaims created", ["reason", "nodepool"], registry=r
+        )
+        self.nodeclaims_terminated = Counter(
+            "karpy_nodeclaims_terminated", "NodeClaims terminated", ["nodepool"], registry=r
+        )
+        self.nodeclaims_disrupted = Counter(
+            "karpy_nodeclaims_disrupted",
+            "NodeClaims disrupted",
+            ["reason", "nodepool", "capacity_type"],
+            registry=r,
+        )
+        self.nodes_created = Counter("karpy_nodes_created", "Nodes registered", ["nodepool"], registry=r)
+        self.nodes_terminated = Counter(
+            "karpy_nodes_terminated", "Nodes terminated", ["nodepool"], registry=r
+        )
+        self.pods_startup_duration = Histogram(
+            "karpy_pods_startup_duration_seconds",
+            "Time from pod creation to the pod running",
+            buckets=_POD_BUCKETS,
+            registry=r,
+        )
+        self.pods_evicted = Counter("karpy_pods_eviction_requests", "Eviction requests", ["code"], registry=r)
+        self.scheduling_duration = Histogram(
+            "karpy_scheduler_scheduling_duration_seconds",
+            "Duration of one scheduling simulation",
+            ["controller"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            "karpy_scheduler_unschedulable_pods_count", "Pods the last solve could not place", registry=r
+        )
+        self.disruption_decisions = Counter(
+            "karpy_voluntary_disruption_decisions",
+            "Disruption commands started",
+            ["decision", "reason", "consolidation_type"],
+            registry=r,
+        )
+        self.disruption_failed_validations = Counter(
+            "karpy_voluntary_disruption_failed_validations",
+            "Commands dropped at validation",
+            ["reason"],
+            registry=r,
+        )
+        self.cluster_cost = Gauge(
+            "karpy_cluster_cost_per_hour", "Hourly price of the launched NodeClaims", ["nodepool"], registry=r
+        )
+        self.cluster_state_nodes = Gauge(
+            "karpy_cluster_state_node_count", "Nodes in the cluster state", registry=r
+        )
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float:
+        """A sample's current value (0 when absent); for tests and reports."""
+        sample = self.registry.get_sample_value(name, labels or {})
+        return 0.0 if sample is None else float(sample)

@@ -1,0 +1,96 @@
+"""The edges karpy's controllers talk through, as synchronous Protocols.
+
+- :class:`KubeAPI` speaks raw Kubernetes JSON (dicts) and raises :mod:`karpy.model.errors`
+  ``KubeError`` subclasses; implemented by :mod:`karpy.adapters.memory` (tests and the
+  simulator) and the kube adapter (the operator).
+- :class:`CloudProvider` launches and removes instances for NodeClaims (Karpenter's narrow
+  port): implemented by :mod:`karpy.providers.fake` and :mod:`karpy.providers.kwok`.
+- :class:`Clock` reads the loop's time; :class:`EventSink` records Kubernetes-style events.
+
+See "Sync core, async edge" in the architecture: the operator's adapter runs its async
+client on its own thread and exposes these synchronous methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import NodeClaim, NodePool
+
+__all__ = ["Clock", "CloudProvider", "Event", "EventSink", "KubeAPI", "RawObject", "WatchEvent"]
+
+RawObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    """One watch notification: ``type`` is ADDED, MODIFIED or DELETED; ``obj`` the raw object."""
+
+    type: str
+    kind: str
+    obj: RawObject
+
+
+class KubeAPI(Protocol):
+    """The Kubernetes API, as far as karpy uses it. ``kind`` is the object kind (``"Pod"``)."""
+
+    def get(self, kind: str, name: str, namespace: str = "") -> RawObject: ...  # NotFound
+
+    def list(self, kind: str, namespace: str | None = None) -> list[RawObject]: ...
+
+    def create(self, obj: RawObject) -> RawObject: ...  # AlreadyExists
+
+    def update(self, obj: RawObject) -> RawObject: ...  # NotFound, Conflict (resourceVersion)
+
+    def patch(self, kind: str, name: str, patch: Mapping[str, Any], namespace: str = "") -> RawObject: ...
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None: ...  # finalizers respected
+
+    def evict(self, name: str, namespace: str) -> None: ...  # TooManyRequests when a PDB forbids
+
+    def bind(self, name: str, namespace: str, node_name: str) -> None: ...
+
+    def watch(self, callback: Callable[[WatchEvent], None]) -> None: ...
+
+
+class CloudProvider(Protocol):
+    """Launches and removes instances for NodeClaims (Karpenter's CloudProvider)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def create(self, claim: NodeClaim) -> NodeClaim: ...  # hydrated; InsufficientCapacity, NodeClassNotReady
+
+    def delete(self, claim: NodeClaim) -> None: ...  # NodeClaimNotFound once the instance is gone
+
+    def get(self, provider_id: str) -> NodeClaim: ...  # NodeClaimNotFound
+
+    def list(self) -> list[NodeClaim]: ...
+
+    def instance_types(self, pool: NodePool) -> tuple[InstanceType, ...]: ...
+
+    def is_drifted(self, claim: NodeClaim) -> str: ...  # "" when not drifted
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A Kubernetes-style event about one object."""
+
+    time: float
+    kind: str
+    name: str
+    namespace: str
+    reason: str
+    message: str
+    type: str = "Normal"
+
+
+class EventSink(Protocol):
+    def record(self, event: Event) -> None: ...

@@ -1,0 +1,1 @@
+"""CloudProvider implementations: ``fake`` (tests) and ``kwok`` (Node objects, no VM)."""
