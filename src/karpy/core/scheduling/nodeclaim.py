@@ -206,6 +206,10 @@ class ClaimInProgress:
         if errors:
             raise Unfit("incompatible requirements: " + "; ".join(errors))
         reqs = self.requirements.union_with(data.requirements)
+        if self.topology.constrains(pod, labels.ZONE):
+            # karpy: a zonal topology may only pick zones this claim's options are offered in
+            # (upstream picks among all domains, then fails the pool when the zone is unreachable)
+            reqs = reqs.add(self._reachable_zones(reqs))
         try:
             topo = self.topology.add_requirements(
                 pod, self.template.taints, data.strict, reqs, self.well_known
@@ -230,6 +234,16 @@ class ClaimInProgress:
             if shortfall is not None:
                 raise Unfit(shortfall)
         return reqs, its
+
+    def _reachable_zones(self, reqs: Requirements) -> Requirement:
+        capacity_type = reqs.get(labels.CAPACITY_TYPE)
+        zones = {
+            o.zone
+            for it in self.instance_types
+            for o in it.offerings
+            if o.available and (capacity_type is None or capacity_type.has(o.capacity_type))
+        }
+        return Requirement(labels.ZONE, False, frozenset(zones))
 
     def add(self, pod: Pod, data: PodData, reqs: Requirements, its: list[InstanceType]) -> None:
         self.pods.append(pod)

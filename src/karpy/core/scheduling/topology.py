@@ -496,6 +496,13 @@ class Topology:
         out += [g for g in self.inverse.values() if g.counts(pod, taints, node_reqs, allow)]
         return out
 
+    def constrains(self, pod: Pod, key: str) -> bool:
+        """Whether a group the pod owns (or an inverse anti-affinity) is keyed on ``key``."""
+        uid = self.uid(pod)
+        return any(g.key == key and uid in g.owners for g in self.groups.values()) or any(
+            g.key == key and g.selects(pod) for g in self.inverse.values()
+        )
+
     def add_requirements(
         self,
         pod: Pod,
