@@ -64,6 +64,12 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.disruption_queue_failures = Counter(
+            "karpy_voluntary_disruption_queue_failures",
+            "Disruption commands that failed while waiting for replacements",
+            ["reason"],
+            registry=r,
+        )
         self.cluster_cost = Gauge(
             "karpy_cluster_cost_per_hour", "Hourly price of the launched NodeClaims", ["nodepool"], registry=r
         )

@@ -51,13 +51,17 @@ class World:
         *,
         settings: settings_mod.Settings | None = None,
         cloud: Any = None,
+        cloud_factory: Any = None,
         start: float = 1_767_225_600.0,  # 2026-01-01T00:00:00Z
         well_known: frozenset[str] | None = None,
     ) -> World:
         loop = Loop(start=start)
         clock = LoopClock(loop)
-        kube = MemoryKube(clock)
-        provider = cloud if cloud is not None else FakeCloudProvider(types)
+        kube = MemoryKube(clock)  # ``cloud_factory(kube, clock, loop)`` builds a provider that needs them
+        if cloud_factory is not None:
+            provider = cloud_factory(kube, clock, loop)
+        else:
+            provider = cloud if cloud is not None else FakeCloudProvider(types)
         settings = settings or settings_mod.Settings()
         cluster = Cluster(lambda pool, _nc: provider.instance_types(pool), settings=settings)
         if well_known is not None:

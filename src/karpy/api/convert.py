@@ -10,6 +10,7 @@ pending pods; namespaces become :class:`Namespace` values (the model has neither
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
@@ -349,6 +350,14 @@ def _node_class_ref(ref: karpenter_v1.NodeClassReference) -> objects.NodeClassRe
     return objects.NodeClassRef(ref.group, ref.kind, ref.name)
 
 
+def _claim_expiry(text: str | None) -> float | None:
+    """A NodeClaim's expireAfter: absent = None (its NodePool's applies), ``Never`` = infinity."""
+    if text is None:
+        return None
+    seconds = common.parse_duration(text)
+    return math.inf if seconds is None else seconds
+
+
 def _seconds(text: str | None) -> float | None:
     return common.parse_duration(text) if text is not None else None
 
@@ -406,7 +415,7 @@ def node_claim(obj: karpenter_v1.NodeClaim) -> objects.NodeClaim:
         conditions=_conditions(status.conditions),
         created=meta.creation_timestamp or 0.0,
         deleting=meta.deletion_timestamp is not None,
-        expire_after=_seconds(spec.expire_after),
+        expire_after=_claim_expiry(spec.expire_after),
         termination_grace_period=_seconds(spec.termination_grace_period),
         last_pod_event=status.last_pod_event_time,
     )

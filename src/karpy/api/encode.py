@@ -26,7 +26,7 @@ def time(seconds: float) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    if seconds is None:
+    if seconds is None or seconds == float("inf"):
         return "Never"
     whole = int(seconds)
     hours, rest = divmod(whole, 3600)
@@ -108,7 +108,8 @@ def node_claim(
     ref = _ref(claim.node_class_ref)
     if ref is not None:
         spec["nodeClassRef"] = ref
-    spec["expireAfter"] = duration(claim.expire_after)
+    if claim.expire_after is not None:  # None: the NodePool's expireAfter applies
+        spec["expireAfter"] = duration(claim.expire_after)
     if claim.termination_grace_period is not None:
         spec["terminationGracePeriod"] = duration(claim.termination_grace_period)
     status: dict[str, Any] = {}

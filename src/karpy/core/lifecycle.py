@@ -8,9 +8,11 @@ pods onto a node still inside its window) and by the disruption core.
 
 from __future__ import annotations
 
+import math
+
 from karpy.model.objects import NodeClaim, NodePool
 
-__all__ = ["consolidatable", "consolidatable_since", "expired", "under_consolidate_after"]
+__all__ = ["consolidatable", "consolidatable_since", "expired", "expires_at", "under_consolidate_after"]
 
 
 def consolidatable_since(claim: NodeClaim) -> float | None:
@@ -42,9 +44,17 @@ def under_consolidate_after(pool: NodePool | None, claim: NodeClaim | None, now:
     return now - since < after
 
 
-def expired(claim: NodeClaim, pool: NodePool | None, now: float) -> bool:
-    """``now >= created + expireAfter`` (the claim's own expireAfter, else its NodePool's)."""
+def expires_at(claim: NodeClaim, pool: NodePool | None) -> float | None:
+    """When the claim expires: created + its own expireAfter, else its NodePool's (None = never)."""
     expire_after = claim.expire_after
     if expire_after is None and pool is not None:
         expire_after = pool.expire_after
-    return expire_after is not None and now - claim.created >= expire_after
+    if expire_after is None or math.isinf(expire_after):
+        return None
+    return claim.created + expire_after
+
+
+def expired(claim: NodeClaim, pool: NodePool | None, now: float) -> bool:
+    """``now >= created + expireAfter`` (see :func:`expires_at`)."""
+    at = expires_at(claim, pool)
+    return at is not None and now >= at

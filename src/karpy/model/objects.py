@@ -246,7 +246,7 @@ class NodeClaim:
     conditions: tuple[Condition, ...] = ()
     created: float = 0.0
     deleting: bool = False
-    expire_after: float | None = None
+    expire_after: float | None = None  # None: the NodePool's applies; math.inf: Never
     termination_grace_period: float | None = None
     last_pod_event: float | None = None
 

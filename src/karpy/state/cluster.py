@@ -42,7 +42,6 @@ class Cluster:
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     marked_for_deletion: set[str] = field(default_factory=set)
     nominations: dict[str, float] = field(default_factory=dict)  # node or claim name -> nominated until
-    _types_cache: dict[tuple[str, object], tuple[InstanceType, ...]] = field(default_factory=dict)
 
     def apply(self, event: ObjectEvent) -> None:
         obj = event.obj
@@ -55,10 +54,8 @@ class Cluster:
             _put(self.claims, obj.name, obj, deleted)
         elif isinstance(obj, NodePool):
             _put(self.node_pools, obj.name, obj, deleted)
-            self._types_cache.clear()
         elif isinstance(obj, EC2NodeClass | KWOKNodeClass):
             _put(self.node_classes, (obj.kind, obj.name), obj, deleted)
-            self._types_cache.clear()
         elif isinstance(obj, DaemonSet):
             _put(self.daemonsets, f"{obj.namespace}/{obj.name}", obj, deleted)
         elif isinstance(obj, PodDisruptionBudget):
@@ -79,13 +76,7 @@ class Cluster:
         return self.node_classes.get((ref.kind, ref.name))
 
     def _pool_types(self, pool: NodePool) -> tuple[InstanceType, ...]:
-        node_class = self.node_class_for(pool)
-        key = (pool.name, None if node_class is None else (node_class.kind, node_class.name))
-        cached = self._types_cache.get(key)
-        if cached is None:
-            cached = self.instance_types(pool, node_class)
-            self._types_cache[key] = cached
-        return cached
+        return self.instance_types(pool, self.node_class_for(pool))
 
     def synced(self) -> bool:
         return True

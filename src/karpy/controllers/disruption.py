@@ -1,0 +1,253 @@
+"""The disruption controller: one :func:`karpy.core.disruption.compute` pass every 10 s.
+
+Upstream's ``disruption/controller.go``. :class:`Disruption` is a loop task (``disruption``)
+that hands at most one command per pass to the :class:`~karpy.controllers.orchestration.Orchestrator`:
+
+- A pass first strips a stale ``karpenter.sh/disrupted`` taint and ``DisruptionReason``
+  condition from managed nodes that are neither queued nor being deleted (crash recovery).
+- Passes are skipped while the cluster state is unchanged since a pass that found nothing
+  (upstream's consolidated-state cache): ``mark_dirty()`` (called by the wiring on every feed
+  event) ends the skip, and so do the 5-minute forced refresh and the next moment a node's
+  ``consolidateAfter`` elapses (a time-derived change no watch event announces here). A pass
+  that found nothing because of budgets never counts as consolidated.
+- ``Expired`` commands belong to the expiration controller: when the core reports expired
+  claims, the pass is recomputed on a snapshot in which they are already being deleted (what
+  the state will show once the expiration controller has acted).
+- ``Empty`` and ``Underutilized`` commands wait the 15 s validation delay (kept as state with a
+  deadline), then the pass is recomputed: an emptiness command goes on with its candidates
+  that are still in the fresh emptiness command; a consolidation command only when the fresh
+  decision disrupts the same candidates the same way and, for a replace, the pending
+  replacement's instance types are a subset of the fresh one's. Otherwise it is dropped with
+  ``ConsolidationRejected`` and ``disruption_failed_validations{reason}``. ``Drifted``
+  commands start at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from karpy.controllers import orchestration
+from karpy.controllers.context import Context
+from karpy.controllers.result import Result
+from karpy.core import disruption as core
+from karpy.core import lifecycle
+from karpy.core.snapshot import Snapshot
+
+__all__ = ["FORCE_SECONDS", "PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
+
+PASS_SECONDS = 10.0
+VALIDATION_SECONDS = 15.0
+FORCE_SECONDS = 300.0  # the consolidated state goes stale after 5 min
+_VALIDATED = (core.EMPTY, core.UNDERUTILIZED)
+_UNINTERESTING = ("already being deleted", "not initialized")
+_CONSOLIDATION_TYPES = {
+    "emptiness": "empty",
+    "multi-node consolidation": "multi",
+    "single-node consolidation": "single",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A consolidation command waiting for its validation deadline."""
+
+    command: core.Command
+    deadline: float
+
+
+class Disruption:
+    name = "disruption"
+
+    def __init__(self, ctx: Context, queue: orchestration.Orchestrator) -> None:
+        self.ctx = ctx
+        self.queue = queue
+        self.pending: Pending | None = None
+        self.dirty = True
+        self.consolidated_at: float | None = None  # when a pass last found nothing to do
+        self.next_transition: float | None = None  # when a node's consolidateAfter next elapses
+        self.passes = 0  # computed passes (not skipped ones); for tests and logs
+        self._blocked: dict[tuple[str, str, str], str] = {}  # (kind, name, topic) -> last message
+
+    def mark_dirty(self) -> None:
+        """The cluster state changed: the next pass computes again."""
+        self.dirty = True
+
+    # -- the pass ----------------------------------------------------------------------------
+    def reconcile(self) -> Result:
+        ctx = self.ctx
+        now = ctx.now()
+        if not ctx.cluster.synced():
+            return Result(requeue_after=PASS_SECONDS)
+        self._strip_stale()
+        if self.pending is not None:
+            if now < self.pending.deadline:
+                return Result(requeue_after=self.pending.deadline - now)
+            pending, self.pending = self.pending, None
+            return Result(requeue_after=0.0 if self._validate(pending) else PASS_SECONDS)
+        if self._consolidated(now):
+            return Result(requeue_after=PASS_SECONDS)
+        self.dirty = False
+        snapshot = ctx.cluster.snapshot(now)
+        decision = self._compute(snapshot)
+        self._report_blocked(decision)
+        command = decision.command
+        if command is None:
+            if _budget_bound(decision):
+                self.dirty = True  # a no-op caused by budgets is never 'consolidated'
+            else:
+                self.consolidated_at = now
+                self.next_transition = _next_transition(snapshot)
+            return Result(requeue_after=PASS_SECONDS)
+        self.consolidated_at = None
+        if command.reason in _VALIDATED:
+            self.pending = Pending(command, now + VALIDATION_SECONDS)
+            ctx.log.info("disruption: %s of %s pending validation", command.method, command.candidates)
+            return Result(requeue_after=VALIDATION_SECONDS)
+        return Result(requeue_after=0.0 if self._execute(command) else PASS_SECONDS)
+
+    def _consolidated(self, now: float) -> bool:
+        if self.dirty or self.consolidated_at is None:
+            return False
+        if now - self.consolidated_at >= FORCE_SECONDS:
+            return False
+        return self.next_transition is None or now < self.next_transition
+
+    def _compute(self, snapshot: Snapshot) -> core.Decision:
+        """``core.disruption.compute`` without Expired commands (the expiration controller's)."""
+        self.passes += 1
+        decision = core.compute(snapshot, snapshot.now)
+        command = decision.command
+        if command is not None and command.reason == core.EXPIRED:
+            decision = core.compute(_expired_deleting(snapshot, command.candidates), snapshot.now)
+        return decision
+
+    # -- validation and execution ----------------------------------------------------------
+    def _validate(self, pending: Pending) -> bool:
+        """Recompute at the deadline; start what is still valid. True when a command started."""
+        ctx = self.ctx
+        command = pending.command
+        decision = self._compute(ctx.cluster.snapshot(ctx.now()))
+        fresh = decision.command
+        valid: core.Command | None = None
+        if fresh is not None and fresh.reason == command.reason:
+            if command.reason == core.EMPTY:
+                still = tuple(name for name in command.candidates if name in fresh.candidates)
+                valid = dataclasses.replace(command, candidates=still) if still else None
+            elif set(fresh.candidates) == set(command.candidates) and fresh.decision == command.decision:
+                valid = command if _options_subset(command, fresh) else None
+        if valid is None:
+            why = _rejection_reason(command, decision)
+            message = f"{command.method} rejected at validation ({why}): " + (
+                "no longer valid" if fresh is None else f"now {fresh.method} of {', '.join(fresh.candidates)}"
+            )
+            for name in command.candidates:
+                ctx.event("Node", name, "ConsolidationRejected", message)
+            ctx.metrics.disruption_failed_validations.labels(reason=why).inc()
+            self.dirty = True
+            return False
+        return self._execute(valid)
+
+    def _execute(self, command: core.Command) -> bool:
+        started = self.queue.start(command)
+        if started:
+            self.ctx.metrics.disruption_decisions.labels(
+                decision=command.decision,
+                reason=command.reason.lower(),
+                consolidation_type=_CONSOLIDATION_TYPES.get(command.method, ""),
+            ).inc()
+        self.dirty = True
+        return started
+
+    # -- crash recovery and events -----------------------------------------------------------
+    def _strip_stale(self) -> None:
+        cluster = self.ctx.cluster
+        by_provider = {c.provider_id: c for c in cluster.claims.values() if c.provider_id}
+        for name in sorted(cluster.nodes):
+            node = cluster.nodes[name]
+            claim = by_provider.get(node.provider_id) if node.provider_id else None
+            if claim is None or node.deleting or claim.deleting or self.queue.in_queue(name):
+                continue
+            if name in cluster.marked_for_deletion or claim.name in cluster.marked_for_deletion:
+                continue
+            if any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints):
+                self.ctx.log.info(
+                    "disruption: removing a stale %s taint from %s", orchestration.DISRUPTED_TAINT_KEY, name
+                )
+                orchestration.untaint(self.ctx, name)
+            if claim.condition(orchestration.DISRUPTION_REASON) is not None:
+                orchestration.clear_reason(self.ctx, claim.name)
+
+    def _report_blocked(self, decision: core.Decision) -> None:
+        """``DisruptionBlocked`` (once per message) for managed non-candidates and budget-bound pools."""
+        seen: dict[tuple[str, str, str], str] = {}
+        for name in sorted(decision.records):
+            record = decision.records[name]
+            if record.verdict != "blocked" or not record.reasons:
+                continue
+            why = record.reasons[-1]
+            if why not in _UNINTERESTING:
+                seen[("Node", name, "")] = why
+        for pool in sorted(decision.budgets):
+            for reason, allowed in sorted(decision.budgets[pool].items()):
+                if allowed <= 0:
+                    seen[("NodePool", pool, reason)] = (
+                        f"No allowed disruptions for disruption reason {reason} due to blocking budget"
+                    )
+        for (kind, name, topic), message in sorted(seen.items()):
+            if self._blocked.get((kind, name, topic)) != message:
+                self.ctx.event(kind, name, "DisruptionBlocked", message)
+        self._blocked = seen
+
+
+def _expired_deleting(snapshot: Snapshot, names: tuple[str, ...]) -> Snapshot:
+    """The snapshot as it will be once the expiration controller deletes these claims."""
+    expired = set(names)
+    nodes = tuple(
+        dataclasses.replace(n, claim=dataclasses.replace(n.claim, deleting=True))
+        if n.name in expired and n.claim is not None
+        else n
+        for n in snapshot.nodes
+    )
+    return dataclasses.replace(snapshot, nodes=nodes)
+
+
+def _budget_bound(decision: core.Decision) -> bool:
+    """Did budgets hold back a candidate this pass?"""
+    if any(allowed <= 0 for per_pool in decision.budgets.values() for allowed in per_pool.values()):
+        return True
+    return any("budget" in note for r in decision.records.values() for note in r.reasons)
+
+
+def _options_subset(pending: core.Command, fresh: core.Command) -> bool:
+    """Every pending replacement's instance types are among the fresh replacement's."""
+    if len(pending.replacements) != len(fresh.replacements):
+        return False
+    for old, new in zip(pending.replacements, fresh.replacements, strict=True):
+        if not {it.name for it in old.instance_types} <= {it.name for it in new.instance_types}:
+            return False
+    return True
+
+
+def _rejection_reason(command: core.Command, decision: core.Decision) -> str:
+    """``budget`` | ``churn`` (a candidate is no longer one) | ``scheduling`` (the simulation differs)."""
+    records = [decision.records.get(name) for name in command.candidates]
+    if any(r is not None and any("budget" in note for note in r.reasons) for r in records):
+        return "budget"
+    if any(r is None or r.verdict in ("blocked", "not-managed") for r in records):
+        return "churn"
+    return "scheduling"
+
+
+def _next_transition(snapshot: Snapshot) -> float | None:
+    """The next moment a managed node's ``consolidateAfter`` elapses (None: no such moment)."""
+    pools = {p.name: p for p in snapshot.node_pools}
+    times = []
+    for node in snapshot.nodes:
+        pool = pools.get(node.node_pool)
+        if node.claim is None or pool is None or pool.disruption.consolidate_after is None:
+            continue
+        since = lifecycle.consolidatable_since(node.claim)
+        if since is not None and since + pool.disruption.consolidate_after > snapshot.now:
+            times.append(since + pool.disruption.consolidate_after)
+    return min(times, default=None)

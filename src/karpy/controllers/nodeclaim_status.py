@@ -1,0 +1,143 @@
+"""NodeClaim disruption status: ``status.lastPodEventTime`` and the ``Consolidatable`` condition.
+
+Upstream's ``nodeclaim/podevents`` and ``nodeclaim/disruption`` (consolidation part) in one
+task, ``nodeclaim.status``; the wiring wakes it on pod, NodeClaim and NodePool events
+(:meth:`NodeClaimStatus.on_event`).
+
+- **Pod events.** For every NodeClaim the controller remembers the pods on its node (key,
+  uid, terminal, terminating). A difference from what it saw last (a pod bound, removed,
+  gone terminal or terminating) is a pod event: it writes ``lastPodEventTime = now`` unless
+  the stored time is less than 10 s old (upstream's dedupe: the event is dropped, not
+  deferred). The first time it sees a claim created after the controller started it
+  compares with an empty node; older claims are taken as they are (a restart is no event).
+- **Consolidatable** is True when :func:`karpy.core.lifecycle.consolidatable` holds, and
+  absent otherwise (cleared as upstream does). The controller requeues at the earliest time
+  a claim could become Consolidatable, at most 5 min ahead.
+
+Writes are JSON merge patches of ``status`` (the conditions list is rebuilt from a fresh
+``get``). Deleting claims and claims whose NodePool is unknown keep their condition as is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+from karpy.api import encode
+from karpy.controllers.context import Context
+from karpy.controllers.result import Result
+from karpy.core import lifecycle
+from karpy.model import errors
+from karpy.model.objects import NodeClaim, NodePool, Pod
+from karpy.state.events import DELETED, ObjectEvent
+
+__all__ = ["CONSOLIDATABLE", "POD_EVENT_DEDUPE", "REQUEUE_SECONDS", "NodeClaimStatus"]
+
+CONSOLIDATABLE = "Consolidatable"
+POD_EVENT_DEDUPE = 10.0
+REQUEUE_SECONDS = 300.0
+RETRY_SECONDS = 1.0
+
+_PodSig = frozenset[tuple[str, str, bool, bool]]
+
+
+def _signature(pods: tuple[Pod, ...]) -> _PodSig:
+    return frozenset((p.key, p.uid, p.is_terminal(), p.deleting) for p in pods)
+
+
+class NodeClaimStatus:
+    name = "nodeclaim.status"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._started = ctx.now()
+        self._seen: dict[str, _PodSig] = {}
+
+    def on_event(self, event: ObjectEvent) -> bool:
+        """True for the events that may change a claim's pod events or Consolidatable."""
+        obj = event.obj
+        if isinstance(obj, Pod):
+            return bool(obj.node_name) or event.type == DELETED
+        return isinstance(obj, NodeClaim | NodePool)
+
+    def reconcile(self) -> Result:
+        ctx = self.ctx
+        now = ctx.now()
+        cluster = ctx.cluster
+        next_flip = REQUEUE_SECONDS
+        alive: set[str] = set()
+        for state in cluster.state_nodes(now):
+            claim = state.claim
+            if claim is None or claim.deleting:
+                continue
+            alive.add(claim.name)
+            status: dict[str, Any] = {}
+            current = _signature(state.pods)
+            seen = self._seen.get(claim.name)
+            if seen is None:
+                seen = frozenset() if claim.created + 1.0 > self._started else current
+            self._seen[claim.name] = current
+            if current != seen and (
+                claim.last_pod_event is None or now - claim.last_pod_event >= POD_EVENT_DEDUPE
+            ):
+                status["lastPodEventTime"] = encode.time(now)
+                claim = dataclasses.replace(claim, last_pod_event=float(math.floor(now)))
+            pool = cluster.node_pools.get(claim.node_pool)
+            conditions = None
+            if pool is not None:
+                conditions, wait = self._consolidatable(pool, claim, now)
+                if wait is not None:
+                    next_flip = min(next_flip, wait)
+            if (status or conditions is not None) and not self._write(claim.name, status, conditions, now):
+                self._seen[claim.name] = seen  # retry the pod event with the next pass
+                next_flip = min(next_flip, RETRY_SECONDS)
+        for name in [n for n in self._seen if n not in alive]:
+            del self._seen[name]
+        return Result(requeue_after=max(0.0, next_flip))
+
+    def _consolidatable(
+        self, pool: NodePool, claim: NodeClaim, now: float
+    ) -> tuple[bool | None, float | None]:
+        """(desired Consolidatable when it must change, else None; seconds until it could flip)."""
+        want = lifecycle.consolidatable(pool, claim, now)
+        has = claim.is_true(CONSOLIDATABLE)
+        wait: float | None = None
+        since = lifecycle.consolidatable_since(claim)
+        after = pool.disruption.consolidate_after
+        if not want and since is not None and after is not None:
+            wait = since + after - now
+        if want and not has:
+            return True, wait
+        if not want and claim.condition(CONSOLIDATABLE) is not None:
+            return False, wait
+        return None, wait
+
+    def _write(self, name: str, status: dict[str, Any], consolidatable: bool | None, now: float) -> bool:
+        """Patch the claim's status; False when it should be retried."""
+        kube = self.ctx.kube
+        try:
+            if consolidatable is not None:
+                fresh = kube.get("NodeClaim", name)
+                conditions = [
+                    c
+                    for c in (fresh.get("status") or {}).get("conditions") or []
+                    if c.get("type") != CONSOLIDATABLE
+                ]
+                if consolidatable:
+                    conditions.append(
+                        {
+                            "type": CONSOLIDATABLE,
+                            "status": "True",
+                            "reason": CONSOLIDATABLE,
+                            "lastTransitionTime": encode.time(now),
+                        }
+                    )
+                status["conditions"] = conditions
+            kube.patch("NodeClaim", name, {"status": status})
+        except errors.NotFound:
+            return True  # gone: forgotten on the next pass
+        except errors.KubeError as exc:
+            self.ctx.log.warning("updating the status of nodeclaim %s failed: %s", name, exc)
+            return False
+        return True

@@ -1,0 +1,333 @@
+"""Provisioning: batch pending pods, solve, create NodeClaims, nominate (upstream ``provisioning``).
+
+Who calls it: the wiring registers :class:`Provisioner` as the loop task ``provisioning``
+and calls :meth:`Provisioner.on_event` for every applied watch event (or :meth:`trigger`
+directly), waking the task when it returns True.
+
+**Batch window** (upstream ``batcher.go``) is state plus deadlines, never a sleep: the first
+trigger opens the window; every trigger moves the idle deadline to ``now + idle`` (1 s); the
+window closes at ``min(idle deadline, opened + max)`` (10 s). ``reconcile`` before that
+returns ``Result(requeue_after=deadline - now)``.
+
+**At the deadline** it takes a snapshot and selects the pods to provision for:
+
+- *provisionable* pods (:func:`provisionable`): no ``nodeName``, not terminal or terminating,
+  not owned by a DaemonSet or a Node (mirror pods), not scheduling-gated, and not preempting
+  (``status.nominatedNodeName`` names a Node that still exists). Upstream also requires the
+  PodScheduled condition to say ``Unschedulable``; karpy's Pod model does not carry pod
+  conditions, so every unbound pod counts (a pod kube-scheduler has not tried yet may get
+  capacity one batch early);
+- the reschedulable pods of nodes marked for deletion or being deleted (upstream step 4):
+  not terminal, not terminating, not DaemonSet- or Node-owned (do-not-disrupt and PDBs are
+  not consulted here).
+
+It calls :func:`karpy.core.scheduling.solve`; for each new claim it re-checks the NodePool's
+limits against the pool's *current* usage (the cluster state read after the solve, plus the
+claims created earlier in this batch; the claim counts with its largest instance-type option,
+as the solve does) and creates it with :func:`karpy.controllers.claims.new_claim_object`.
+Placed pods nominate their claim or node for ``max(2 x batch max, 10 s)``; in-flight claims
+are existing nodes in the next snapshot, so a pod waiting for one causes no second claim.
+Events: ``Nominated`` per pod (2 min dedupe per pod and target), ``FailedScheduling`` with the
+PodError summary (one per pod per 5 min). Metrics: ``nodeclaims_created{reason=provisioned}``,
+``scheduler_unschedulable_pods_count``, and ``scheduling_duration{controller=provisioner}``
+only when a monotonic ``timer`` is injected (no wall clock is read otherwise).
+While provisionable pods remain, the provisioner re-triggers itself every 10 s (upstream
+requeues each such pod every 10 s); its first pass also triggers for pods already pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container, Iterable
+from dataclasses import dataclass
+
+from karpy.controllers import claims
+from karpy.controllers.context import Context
+from karpy.controllers.result import Result
+from karpy.core import scheduling
+from karpy.core.snapshot import Snapshot, StateNode
+from karpy.model import errors
+from karpy.model.objects import Node, NodeClaim, NodePool, Pod
+from karpy.model.resources import Resources
+from karpy.state.events import DELETED, ObjectEvent
+
+__all__ = [
+    "DISRUPTED_TAINT",
+    "FAILED_SCHEDULING_DEDUPE",
+    "NOMINATED_DEDUPE",
+    "RETRIGGER_SECONDS",
+    "Provisioner",
+    "nomination_ttl",
+    "provisionable",
+    "reschedulable",
+    "select_pods",
+]
+
+RETRIGGER_SECONDS = 10.0
+FAILED_SCHEDULING_DEDUPE = 300.0
+NOMINATED_DEDUPE = 120.0
+DISRUPTED_TAINT = "karpenter.sh/disrupted"
+_EPSILON = 1e-6  # seconds; absorbs float rounding of deadlines near 1.7e9
+
+
+def nomination_ttl(batch_max: float) -> float:
+    """How long a placed pod keeps its node nominated: ``max(2 x batch max, 10 s)``."""
+    return max(2 * batch_max, 10.0)
+
+
+def _node_owned(pod: Pod) -> bool:
+    return any(owner.kind == "Node" for owner in pod.owners)
+
+
+def provisionable(pod: Pod, nodes: Container[str]) -> bool:
+    """Pending and ours to find capacity for (see the module docstring); ``nodes``: existing Node names."""
+    return (
+        not pod.node_name
+        and not pod.is_terminal()
+        and not pod.deleting
+        and not pod.is_daemonset_pod()
+        and not _node_owned(pod)
+        and not pod.scheduling_gated
+        and not (pod.nominated_node and pod.nominated_node in nodes)
+    )
+
+
+def reschedulable(pod: Pod) -> bool:
+    """A pod of a node going away that will need a place elsewhere."""
+    return not pod.is_terminal() and not pod.deleting and not pod.is_daemonset_pod() and not _node_owned(pod)
+
+
+def _leaving(node: StateNode) -> bool:
+    return node.marked_for_deletion or (node.node is not None and node.node.deleting)
+
+
+def select_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Pod]]:
+    """``(provisionable pending pods, reschedulable pods of leaving nodes)``, each sorted by key."""
+    node_names = {n.node.name for n in snapshot.nodes if n.node is not None}
+    pending = [p for p in snapshot.pods if provisionable(p, node_names)]
+    moving = [p for n in snapshot.nodes if _leaving(n) for p in n.pods if reschedulable(p)]
+    return sorted(pending, key=lambda p: p.key), sorted(moving, key=lambda p: p.key)
+
+
+def _pool_usage(nodes: Iterable[StateNode], pool: str) -> Resources:
+    """What a NodePool has now: each node's capacity (in-flight claims: their requests) + ``nodes: 1``."""
+    used = Resources()
+    for node in nodes:
+        if node.node_pool != pool:
+            continue
+        capacity = node.node.capacity if node.node is not None and node.node.capacity else node.allocatable
+        if node.claim is not None and node.claim.capacity:
+            capacity = node.claim.capacity
+        used = used + capacity + Resources({"nodes": 1})
+    return used
+
+
+def _largest(planned: scheduling.PlannedClaim) -> Resources:
+    out = Resources()
+    for it in planned.instance_types:
+        out = out.max(it.capacity)
+    return out + Resources({"nodes": 1})
+
+
+def _over_limits(pool: NodePool, usage: Resources, planned: scheduling.PlannedClaim) -> list[str]:
+    """Limits that ``usage`` plus the claim's largest option would exceed (sorted)."""
+    if pool.limits is None:
+        return []
+    after = usage + _largest(planned)
+    return sorted(name for name, limit in pool.limits.items() if after.get(name, 0) > limit)
+
+
+@dataclass
+class _Dedupe:
+    """Remembers when a key was last reported; ``allow`` says whether to report it again."""
+
+    window: float
+    seen: dict[tuple[str, ...], float]
+
+    def allow(self, key: tuple[str, ...], now: float) -> bool:
+        last = self.seen.get(key)
+        if last is not None and now - last < self.window:
+            return False
+        self.seen[key] = now
+        return True
+
+    def prune(self, now: float) -> None:
+        for key in [k for k, t in self.seen.items() if now - t >= self.window]:
+            del self.seen[key]
+
+
+class Provisioner:
+    name = "provisioning"
+
+    def __init__(self, ctx: Context, *, timer: Callable[[], float] | None = None) -> None:
+        self.ctx = ctx
+        self._timer = timer
+        self._opened: float | None = None
+        self._idle_deadline = 0.0
+        self._retrigger_at: float | None = ctx.now()  # the first pass looks for pods already pending
+        self._failed = _Dedupe(FAILED_SCHEDULING_DEDUPE, {})
+        self._nominated = _Dedupe(NOMINATED_DEDUPE, {})
+        self.batches = 0  # batches run (for tests and the simulator's report)
+
+    # -- the batch window ----------------------------------------------------------------
+    def trigger(self) -> None:
+        """A provisionable pod appeared or changed: open the window or extend its idle deadline."""
+        now = self.ctx.now()
+        if self._opened is None:
+            self._opened = now
+        self._idle_deadline = now + self.ctx.settings.batch.idle_seconds
+
+    def deadline(self) -> float | None:
+        """When the open window closes (None when no window is open)."""
+        if self._opened is None:
+            return None
+        return min(self._idle_deadline, self._opened + self.ctx.settings.batch.max_seconds)
+
+    def on_event(self, event: ObjectEvent) -> bool:
+        """Trigger for a provisionable pod, or a leaving Node or NodeClaim with pods; True when triggered."""
+        obj = event.obj
+        if event.type == DELETED:
+            return False
+        cluster = self.ctx.cluster
+        if isinstance(obj, Pod):
+            hit = provisionable(obj, cluster.nodes)
+        elif isinstance(obj, Node):
+            leaving = obj.deleting or obj.name in cluster.marked_for_deletion
+            leaving = leaving or any(t.key == DISRUPTED_TAINT for t in obj.taints)
+            hit = leaving and any(reschedulable(p) for p in cluster.pods_on(obj.name))
+        elif isinstance(obj, NodeClaim):
+            hit = obj.deleting and any(reschedulable(p) for p in cluster.pods_on(obj.node_name or obj.name))
+        else:
+            return False
+        if hit:
+            self.trigger()
+        return hit
+
+    # -- the reconcile -------------------------------------------------------------------
+    def reconcile(self) -> Result:
+        now = self.ctx.now()
+        if self._opened is None and self._retrigger_at is not None and now + _EPSILON >= self._retrigger_at:
+            self._retrigger_at = None
+            cluster = self.ctx.cluster
+            if any(provisionable(p, cluster.nodes) for p in cluster.pods.values()):
+                self.trigger()
+            else:
+                self.ctx.metrics.unschedulable_pods.set(0)
+        deadline = self.deadline()
+        if deadline is None:
+            if self._retrigger_at is None:
+                return Result()
+            return Result(requeue_after=max(0.0, self._retrigger_at - now))
+        if deadline - now > _EPSILON:
+            return Result(requeue_after=deadline - now)
+        if not self.ctx.cluster.synced():
+            return Result(requeue_after=1.0)
+        self._opened = None
+        remaining = self._provision(now)
+        if remaining:
+            self._retrigger_at = now + RETRIGGER_SECONDS
+            return Result(requeue_after=RETRIGGER_SECONDS)
+        self._retrigger_at = None
+        return Result()
+
+    def _provision(self, now: float) -> bool:
+        """One batch; True while provisionable pods remain (to re-trigger in 10 s)."""
+        ctx = self.ctx
+        self.batches += 1
+        self._failed.prune(now)
+        self._nominated.prune(now)
+        snapshot = ctx.cluster.snapshot(now)
+        pending, moving = select_pods(snapshot)
+        if not pending and not moving:
+            ctx.metrics.unschedulable_pods.set(0)
+            return False
+        started = self._timer() if self._timer is not None else None
+        results = scheduling.solve(snapshot, pending + moving)
+        if started is not None and self._timer is not None:
+            ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(self._timer() - started)
+        until = now + nomination_ttl(ctx.settings.batch.max_seconds)
+        unschedulable = len(results.errors)
+        unschedulable += self._create(snapshot, results.new_claims, now=now, until=until)
+        self._nominate_existing(snapshot, results.existing, now=now, until=until)
+        for error in results.errors:
+            self._failed_scheduling(error.pod, error.summary(), now)
+        ctx.metrics.unschedulable_pods.set(unschedulable)
+        return bool(pending)
+
+    def _create(
+        self, snapshot: Snapshot, planned: Iterable[scheduling.PlannedClaim], *, now: float, until: float
+    ) -> int:
+        """Create the planned claims that still fit their NodePool's limits; returns pods left out."""
+        ctx = self.ctx
+        pools = {p.name: p for p in snapshot.node_pools}
+        current = ctx.cluster.state_nodes(now)  # read after the solve: the pool's current usage
+        usage: dict[str, Resources] = {}
+        left_out = 0
+        for claim in planned:
+            pool = ctx.cluster.node_pools.get(claim.node_pool) or pools[claim.node_pool]
+            used = usage.get(pool.name)
+            if used is None:
+                used = _pool_usage(current, pool.name)
+            over = _over_limits(pool, used, claim)
+            if over:
+                left_out += len(claim.pods)
+                reason = (
+                    f"nodepool/{pool.name}: would exceed NodePool limit {', '.join(over)} (checked at create)"
+                )
+                ctx.log.info("not creating a NodeClaim for %s: %s", pool.name, reason)
+                for pod in claim.pods:
+                    self._failed_scheduling(pod, reason, now)
+                continue
+            try:
+                created = ctx.kube.create(claims.new_claim_object(claim, pool, reason="provisioned"))
+            except errors.KubeError as exc:
+                left_out += len(claim.pods)
+                ctx.log.warning("creating a NodeClaim for %s failed: %s", pool.name, exc)
+                continue
+            usage[pool.name] = used + _largest(claim)
+            name = created["metadata"]["name"]
+            ctx.cluster.nominate(name, until)
+            ctx.metrics.nodeclaims_created.labels(reason="provisioned", nodepool=pool.name).inc()
+            ctx.log.info(
+                "created nodeclaim %s for %d pods (%d instance types)",
+                name,
+                len(claim.pods),
+                len(claim.instance_types),
+            )
+            for pod in claim.pods:
+                self._nominated_event(pod, f"nodeclaim/{name}", now)
+        return left_out
+
+    def _nominate_existing(
+        self, snapshot: Snapshot, existing: dict[str, str], *, now: float, until: float
+    ) -> None:
+        by_name = {n.name: n for n in snapshot.nodes}
+        pods = {p.key: p for p in snapshot.pods}
+        for pod_key in sorted(existing):
+            state = by_name.get(existing[pod_key])
+            pod = pods.get(pod_key)
+            if state is None or pod is None:
+                continue
+            if state.node is None and state.claim is not None:
+                target, ref = state.claim.name, f"nodeclaim/{state.claim.name}"
+            else:
+                target, ref = state.name, f"node/{state.name}"
+            self.ctx.cluster.nominate(target, until)
+            self._nominated_event(pod, ref, now)
+
+    # -- events --------------------------------------------------------------------------
+    def _nominated_event(self, pod: Pod, ref: str, now: float) -> None:
+        if self._nominated.allow((pod.key, ref), now):
+            self.ctx.event(
+                "Pod", pod.name, "Nominated", f"Pod should schedule on: {ref}", namespace=pod.namespace
+            )
+
+    def _failed_scheduling(self, pod: Pod, summary: str, now: float) -> None:
+        if self._failed.allow((pod.key,), now):
+            self.ctx.event(
+                "Pod",
+                pod.name,
+                "FailedScheduling",
+                f"Failed to schedule pod, {summary}",
+                namespace=pod.namespace,
+                warning=True,
+            )

@@ -1,0 +1,293 @@
+"""Termination: drain and remove Nodes and NodeClaims that are being deleted.
+
+Karpenter's ``node/termination`` and the NodeClaim lifecycle's finalizer. For a NodeClaim
+with a deletionTimestamp (and karpy's ``karpenter.sh/termination`` finalizer) it stamps
+``karpenter.sh/nodeclaim-termination-timestamp`` (deletion + ``terminationGracePeriod``) and
+deletes its Node. For a Node being deleted that carries the finalizer (its NodeClaim is
+deleted too if it is not yet) it taints ``karpenter.sh/disrupted:NoSchedule``, then drains in
+upstream's order — non-critical non-DaemonSet, non-critical DaemonSet, critical non-DaemonSet,
+critical DaemonSet pods, a tier only once the previous one is gone — through the Eviction API
+(a PDB's 429 is retried with backoff; ``do-not-disrupt`` pods are waited on). Pods whose
+``terminationGracePeriodSeconds`` would run past the termination timestamp are deleted
+outright, PDBs and ``do-not-disrupt`` notwithstanding. Once drained: ``CloudProvider.delete``
+until ``NodeClaimNotFound``, then the Node's finalizer goes, then the NodeClaim's. Pods that
+tolerate the disrupted taint, mirror pods and pods already terminating are not waited on.
+Nodes without karpy's finalizer (unmanaged) are left alone. Registered as a loop task by
+the wiring; it requeues itself while anything is terminating.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from karpy.api import common as api_common
+from karpy.api import encode
+from karpy.controllers.context import Context
+from karpy.controllers.result import Result
+from karpy.core.disruption import candidates
+from karpy.model import errors, labels
+from karpy.model.objects import Node, NodeClaim, Pod
+from karpy.model.taints import NO_SCHEDULE, Taint
+
+__all__ = ["CRITICAL_PRIORITY_CLASSES", "DISRUPTED_TAINT", "TERMINATION_TIMESTAMP", "Termination", "tier"]
+
+FINALIZER = "karpenter.sh/termination"
+TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", NO_SCHEDULE)
+EXCLUDE_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
+CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
+INSTANCE_POLL = 5.0  # CloudProvider.Delete is repeated until NotFound
+DRAIN_POLL = 1.0  # while evicted pods go away
+BACKOFF_MIN, BACKOFF_MAX = 1.0, 10.0  # an eviction a PDB refused
+
+
+def tier(pod: Pod) -> int:
+    """0 non-critical, 1 non-critical DaemonSet, 2 critical, 3 critical DaemonSet (drain order)."""
+    critical = pod.priority_class in CRITICAL_PRIORITY_CLASSES
+    return 2 * critical + pod.is_daemonset_pod()
+
+
+class Termination:
+    name = "termination"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self._blocked: dict[str, tuple[int, float]] = {}  # node -> (passes without progress, next try)
+        self._instance_gone: set[str] = set()  # claims whose CloudProvider.delete said NotFound
+        self._told: set[tuple[str, str]] = set()  # (node, message) events already recorded
+
+    def reconcile(self) -> Result:
+        now = self.ctx.now()
+        waits: list[float] = []
+        for name in sorted(self.ctx.cluster.claims):
+            claim = self.ctx.cluster.claims.get(name)
+            if claim is not None and claim.deleting:
+                wait = self._claim(claim)
+                if wait is not None:
+                    waits.append(wait)
+        for name in sorted(self.ctx.cluster.nodes):
+            node = self.ctx.cluster.nodes.get(name)
+            if node is not None and node.deleting:
+                wait = self._node(node, now)
+                if wait is not None:
+                    waits.append(wait)
+        known_claims, known_nodes = set(self.ctx.cluster.claims), set(self.ctx.cluster.nodes)
+        self._instance_gone &= known_claims
+        self._blocked = {k: v for k, v in self._blocked.items() if k in known_nodes}
+        self._told = {t for t in self._told if t[0] in known_nodes}
+        return Result(requeue_after=min(waits) if waits else None)
+
+    # -- NodeClaims ----------------------------------------------------------------------
+    def _claim(self, claim: NodeClaim) -> float | None:
+        """One step for a NodeClaim being deleted; the delay until another look (None: done)."""
+        try:
+            raw = self.ctx.kube.get("NodeClaim", claim.name)
+        except errors.NotFound:
+            return None
+        meta = raw["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return INSTANCE_POLL  # someone else's finalizer holds it
+        self._stamp_termination_time(claim, meta)
+        node = self._node_of(claim)
+        if node is not None:
+            if not node.deleting:
+                with contextlib.suppress(errors.NotFound):
+                    self.ctx.kube.delete("Node", node.name)
+            return INSTANCE_POLL  # the Node's own termination drains it and deletes the instance
+        if not self._delete_instance(claim):
+            return INSTANCE_POLL
+        rest = [f for f in finalizers if f != FINALIZER]
+        try:
+            self.ctx.kube.patch("NodeClaim", claim.name, {"metadata": {"finalizers": rest}})
+        except errors.NotFound:
+            return None
+        self.ctx.metrics.nodeclaims_terminated.labels(nodepool=claim.node_pool).inc()
+        self.ctx.log.info("NodeClaim %s terminated", claim.name)
+        return None
+
+    def _stamp_termination_time(self, claim: NodeClaim, meta: dict[str, Any]) -> None:
+        grace = claim.termination_grace_period
+        if grace is None or TERMINATION_TIMESTAMP in (meta.get("annotations") or {}):
+            return
+        deleted = meta.get("deletionTimestamp")
+        since = api_common.parse_time(deleted) if deleted else self.ctx.now()
+        stamp = encode.time(since + grace)
+        try:
+            self.ctx.kube.patch(
+                "NodeClaim", claim.name, {"metadata": {"annotations": {TERMINATION_TIMESTAMP: stamp}}}
+            )
+        except errors.NotFound:
+            return
+        if claim.node_name:
+            self.ctx.event(
+                "Node",
+                claim.node_name,
+                "TerminationGracePeriodExpiring",
+                f"All pods will be deleted by {stamp}",
+                warning=True,
+            )
+
+    def _node_of(self, claim: NodeClaim) -> Node | None:
+        nodes = self.ctx.cluster.nodes
+        if claim.provider_id:
+            for name in sorted(nodes):
+                if nodes[name].provider_id == claim.provider_id:
+                    return nodes[name]
+        if claim.node_name and claim.node_name in nodes:
+            node = nodes[claim.node_name]
+            if not node.provider_id or node.provider_id == claim.provider_id:
+                return node
+        return None
+
+    def _delete_instance(self, claim: NodeClaim) -> bool:
+        """Call ``CloudProvider.delete`` until the instance is gone; True once it is."""
+        if claim.name in self._instance_gone:
+            return True
+        try:
+            self.ctx.cloud.delete(claim)
+        except errors.NodeClaimNotFound:
+            self._instance_gone.add(claim.name)
+            return True
+        except errors.CloudError as exc:
+            self.ctx.event("NodeClaim", claim.name, "FailedTermination", str(exc), warning=True)
+        return False
+
+    # -- Nodes ---------------------------------------------------------------------------
+    def _node(self, node: Node, now: float) -> float | None:
+        try:
+            raw = self.ctx.kube.get("Node", node.name)
+        except errors.NotFound:
+            return None
+        finalizers = list(raw["metadata"].get("finalizers") or [])
+        if FINALIZER not in finalizers:
+            return None  # not karpy's to terminate
+        claim = self.ctx.cluster.claim_for_node(node)
+        if claim is not None and not claim.deleting:
+            with contextlib.suppress(errors.NotFound):
+                self.ctx.kube.delete("NodeClaim", claim.name)
+            claim = self.ctx.cluster.claims.get(claim.name, claim)
+            if claim.deleting:
+                self._claim(claim)  # stamps the termination timestamp
+                claim = self.ctx.cluster.claims.get(claim.name, claim)
+        if claim is not None and not self._instance_lost(node, claim):
+            until = self._termination_time(claim)
+            self._taint(node)
+            node = self.ctx.cluster.nodes.get(node.name, node)
+            wait = self._drain(node, until, now)
+            if wait is not None:
+                return wait
+            if not self._delete_instance(claim):
+                return INSTANCE_POLL
+        rest = [f for f in finalizers if f != FINALIZER]
+        try:
+            self.ctx.kube.patch("Node", node.name, {"metadata": {"finalizers": rest}})
+        except errors.NotFound:
+            return None
+        self.ctx.metrics.nodes_terminated.labels(nodepool=node.labels.get(labels.NODEPOOL, "")).inc()
+        self.ctx.log.info("Node %s terminated", node.name)
+        return 0.0 if claim is not None else None
+
+    def _instance_lost(self, node: Node, claim: NodeClaim) -> bool:
+        """A NotReady Node whose instance the cloud no longer knows: nothing left to drain."""
+        if node.ready or not claim.provider_id:
+            return False
+        try:
+            self.ctx.cloud.get(claim.provider_id)
+        except errors.NodeClaimNotFound:
+            self._instance_gone.add(claim.name)
+            return True
+        except errors.CloudError:
+            return False
+        return False
+
+    def _termination_time(self, claim: NodeClaim) -> float | None:
+        stamp = claim.annotations.get(TERMINATION_TIMESTAMP)
+        if stamp is None:
+            return None
+        try:
+            return api_common.parse_time(stamp)
+        except ValueError:
+            return None
+
+    def _taint(self, node: Node) -> None:
+        if DISRUPTED_TAINT in node.taints and node.labels.get(EXCLUDE_LB) == "karpenter":
+            return
+        taints = [*node.taints, DISRUPTED_TAINT] if DISRUPTED_TAINT not in node.taints else list(node.taints)
+        patch = {
+            "metadata": {"labels": {EXCLUDE_LB: "karpenter"}},
+            "spec": {"taints": [encode.taint(t) for t in taints]},
+        }
+        with contextlib.suppress(errors.NotFound):
+            self.ctx.kube.patch("Node", node.name, patch)
+
+    def _drain(self, node: Node, until: float | None, now: float) -> float | None:
+        """Evict or delete the next tier; the delay until another look, or None once drained."""
+        pods = sorted(
+            (p for p in self.ctx.cluster.pods_on(node.name) if candidates.evictable(p)), key=lambda p: p.key
+        )
+        if not pods:
+            self._blocked.pop(node.name, None)
+            return None
+        forced = [p for p in pods if until is not None and now >= until - p.termination_grace_seconds]
+        for pod in forced:
+            self._force_delete(pod, node, until)
+        remaining = [p for p in pods if p not in forced]
+        if not remaining:
+            return DRAIN_POLL if forced else None
+        soonest = min(until - p.termination_grace_seconds for p in remaining) if until is not None else None
+        failures, next_try = self._blocked.get(node.name, (0, now))
+        if now < next_try:  # backing off after refused evictions
+            return next_try - now if soonest is None else max(0.0, min(next_try, soonest) - now)
+        first = min(tier(p) for p in remaining)
+        evicted = 0
+        for pod in (p for p in remaining if tier(p) == first):
+            if not candidates.do_not_disrupt_active(pod, now):
+                evicted += self._evict(pod)
+        wait = DRAIN_POLL
+        if evicted < len(remaining):
+            waiting = len(remaining) - evicted
+            self._tell(node, f"Failed to drain node, {waiting} pods are waiting to be evicted")
+        if evicted:
+            self._blocked.pop(node.name, None)
+        else:  # refused by PDBs or held by do-not-disrupt: back off
+            wait = min(BACKOFF_MAX, BACKOFF_MIN * 2.0**failures)
+            self._blocked[node.name] = (failures + 1, now + wait)
+        if soonest is not None:
+            wait = min(wait, max(0.0, soonest - now))
+        return wait
+
+    def _evict(self, pod: Pod) -> bool:
+        try:
+            self.ctx.kube.evict(pod.name, pod.namespace)
+        except errors.NotFound:
+            self.ctx.metrics.pods_evicted.labels(code="404").inc()
+            return True
+        except errors.TooManyRequests as exc:
+            self.ctx.metrics.pods_evicted.labels(code="429").inc()
+            self.ctx.log.info("eviction of %s refused: %s", pod.key, exc)
+            return False
+        self.ctx.metrics.pods_evicted.labels(code="200").inc()
+        self.ctx.event("Pod", pod.name, "Evicted", "Evicted pod", namespace=pod.namespace)
+        return True
+
+    def _force_delete(self, pod: Pod, node: Node, until: float | None) -> None:
+        try:
+            self.ctx.kube.delete("Pod", pod.name, pod.namespace)
+        except errors.NotFound:
+            return
+        when = encode.time(until) if until is not None else "now"
+        self.ctx.event(
+            "Pod",
+            pod.name,
+            "Disrupted",
+            f"Deleting the pod to accommodate the terminationTime {when} of the node {node.name}",
+            namespace=pod.namespace,
+        )
+
+    def _tell(self, node: Node, message: str) -> None:
+        key = (node.name, message)
+        if key not in self._told:
+            self._told.add(key)
+            self.ctx.event("Node", node.name, "FailedDraining", message, warning=True)

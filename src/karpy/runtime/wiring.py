@@ -1,0 +1,95 @@
+"""``build``: every controller registered on a loop, woken by the feed. The operator and
+the simulator call only this, so both run the very same controllers.
+
+Task priorities make one instant deterministic: lifecycle and termination first (they
+move objects along), then provisioning, status, expiration, disruption and its queue.
+Feed listeners wake the controllers an event concerns: a provisionable pod wakes
+provisioning, a Node or NodeClaim change wakes the lifecycle and termination, pod changes
+wake termination and status, and every change marks the disruption state dirty.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from karpy.controllers import disruption, expiration, lifecycle, nodeclaim_status, orchestration, provisioning
+from karpy.controllers import termination as termination_mod
+from karpy.controllers.context import Context
+from karpy.model.objects import Node, NodeClaim, Pod
+from karpy.runtime.loop import Loop
+from karpy.state.events import ObjectEvent
+from karpy.state.feed import Feed
+
+__all__ = ["Controllers", "build"]
+
+
+@dataclass
+class Controllers:
+    provisioner: provisioning.Provisioner
+    lifecycle: lifecycle.NodeClaimLifecycle
+    status: nodeclaim_status.NodeClaimStatus
+    expiration: expiration.Expiration
+    disruption: disruption.Disruption
+    orchestrator: orchestration.Orchestrator
+    termination: termination_mod.Termination
+
+    def all(self) -> list[object]:
+        return [
+            self.lifecycle,
+            self.termination,
+            self.provisioner,
+            self.status,
+            self.expiration,
+            self.disruption,
+            self.orchestrator,
+        ]
+
+
+def _register(loop: Loop, controller: object, priority: int) -> None:
+    name = controller.name  # type: ignore[attr-defined]
+
+    def run() -> float | None:
+        return controller.reconcile().requeue_after  # type: ignore[attr-defined,no-any-return]
+
+    loop.add(name, run, priority=priority)
+
+
+def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = True) -> Controllers:
+    """Create every controller, register it on ``loop`` and connect it to ``feed``."""
+    orchestrator = orchestration.Orchestrator(ctx)
+    controllers = Controllers(
+        provisioner=provisioning.Provisioner(ctx),
+        lifecycle=lifecycle.NodeClaimLifecycle(ctx),
+        status=nodeclaim_status.NodeClaimStatus(ctx),
+        expiration=expiration.Expiration(ctx),
+        disruption=disruption.Disruption(ctx, orchestrator),
+        orchestrator=orchestrator,
+        termination=termination_mod.Termination(ctx),
+    )
+    for priority, controller in enumerate(controllers.all()):
+        if controller is controllers.disruption and not disruption_enabled:
+            continue
+        _register(loop, controller, priority)
+    orchestrator.wake = lambda: loop.wake(orchestrator.name)
+
+    def wake(name: str) -> None:
+        if name in loop.tasks:
+            loop.wake(name)
+
+    def on_event(event: ObjectEvent) -> None:
+        obj = event.obj
+        if controllers.provisioner.on_event(event):
+            wake(controllers.provisioner.name)
+        if controllers.status.on_event(event):
+            wake(controllers.status.name)
+        if controllers.expiration.on_event(event):
+            wake(controllers.expiration.name)
+        if isinstance(obj, Node | NodeClaim):
+            wake(controllers.lifecycle.name)
+            wake(controllers.termination.name)
+        elif isinstance(obj, Pod) and obj.node_name:
+            wake(controllers.termination.name)
+        controllers.disruption.mark_dirty()
+
+    feed.listeners.append(on_event)
+    return controllers

@@ -1,0 +1,452 @@
+"""ReplicaSet, Job and kubelet stand-ins on the in-memory API server.
+
+``Workloads`` keeps the desired state of Deployments and Jobs registered in code (no API
+objects needed) and makes the pods follow it, as the Deployment/ReplicaSet, Job and pod
+garbage-collection controllers and the kubelet would:
+
+- a Deployment keeps ``replicas`` pods named ``<deploy>-<template-hash>-<n>`` (labels of
+  the template plus ``pod-template-hash``; ownerReference to the ReplicaSet
+  ``<deploy>-<hash>``, controller true); a template change rolls out per the strategy:
+  new pods up to ``replicas + maxSurge``, old pods deleted only while at least
+  ``replicas - maxUnavailable`` pods stay Ready (unready old pods go first);
+  ``Recreate`` deletes the old pods before creating new ones;
+- a Job runs ``completions`` pods, ``parallelism`` at a time; each succeeds (phase
+  Succeeded) ``run_for`` seconds after it started running;
+- pods that were evicted or deleted are replaced; pods bound to a Node that no longer
+  exists are deleted and replaced;
+- a bound pod becomes Running and Ready ``ready_after`` seconds after its binding
+  (a number, or ``ready_after(pod_raw, node_raw) -> seconds`` for image pulls).
+
+``reconcile()`` is a loop task (registered on construction, woken by watch events); the
+start and completion of pods are one-shot loop callbacks. Used by the simulator and by
+controller tests; deterministic (names from counters, iteration in sorted order).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import hashlib
+import json
+import math
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from karpy.api import encode
+from karpy.controllers.result import Result
+from karpy.model import errors
+from karpy.ports import Clock, KubeAPI, RawObject, WatchEvent
+from karpy.runtime.loop import Loop
+
+__all__ = ["DEFAULT_STRATEGY", "PodStart", "StartupDelay", "WorkloadStatus", "Workloads", "template_hash"]
+
+StartupDelay = Callable[[RawObject, RawObject], float]
+DEFAULT_STRATEGY: Mapping[str, int | str] = {"maxSurge": "25%", "maxUnavailable": "25%"}
+_SAFE = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of Kubernetes' generated names
+_TERMINAL = ("Succeeded", "Failed")
+DEPLOYMENT = "Deployment"
+JOB = "Job"
+
+
+def template_hash(template: Mapping[str, Any]) -> str:
+    """A stable 10-character hash of a pod template's labels, annotations and spec."""
+    meta = template.get("metadata") or {}
+    view = {"labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}}
+    text = json.dumps([view, template.get("spec") or {}], sort_keys=True, separators=(",", ":"))
+    number = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    out = []
+    for _ in range(10):
+        number, digit = divmod(number, len(_SAFE))
+        out.append(_SAFE[digit])
+    return "".join(out)
+
+
+def _uid(*parts: str) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "karpy-sim:" + "/".join(parts)))
+
+
+def _scaled(value: int | str, replicas: int, *, round_up: bool) -> int:
+    text = str(value)
+    if text.endswith("%"):
+        fraction = int(text[:-1]) * replicas / 100
+        return math.ceil(fraction) if round_up else math.floor(fraction)
+    return int(text)
+
+
+def _ready(status: Mapping[str, Any]) -> bool:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return bool(cond.get("status") == "True")
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class PodStart:
+    """One pod's way to Ready: created -> bound -> Running and Ready (seconds)."""
+
+    pod: str  # namespace/name
+    node: str
+    created: float
+    bound: float
+    ready: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadStatus:
+    desired: int  # replicas, or completions for a Job
+    active: int  # pods not terminal and not being deleted
+    ready: int
+    updated: int  # active pods of the current template
+    succeeded: int = 0
+    complete: bool = False
+
+
+@dataclass(slots=True)
+class _Pod:
+    name: str
+    hash: str
+    index: int
+    created: float
+    uid: str = ""
+    node: str = ""
+    phase: str = "Pending"
+    ready: bool = False
+    deleting: bool = False
+    bound: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return not self.deleting and self.phase not in _TERMINAL
+
+    def rank(self) -> tuple[bool, bool, bool, int]:
+        """Deletion order, first deleted first: unbound, not running, not ready, newest."""
+        return (bool(self.node), self.phase == "Running", self.ready, -self.index)
+
+
+@dataclass(slots=True)
+class _Workload:
+    kind: str
+    namespace: str
+    name: str
+    template: RawObject
+    hash: str
+    replicas: int = 0  # Deployment replicas; Job completions
+    max_surge: int | str = "25%"
+    max_unavailable: int | str = "25%"
+    recreate: bool = False
+    parallelism: int = 1
+    run_for: float = 0.0
+    succeeded: int = 0
+    completed: float | None = None
+    next_index: int = 0
+    pods: dict[str, _Pod] = field(default_factory=dict)
+
+    def fenceposts(self) -> tuple[int, int]:
+        """maxSurge (rounded up) and maxUnavailable (rounded down); both zero means one unavailable."""
+        surge = _scaled(self.max_surge, self.replicas, round_up=True)
+        unavailable = _scaled(self.max_unavailable, self.replicas, round_up=False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        return surge, unavailable
+
+
+class Workloads:
+    """Deployment and Job stand-ins (see the module docstring)."""
+
+    def __init__(
+        self,
+        kube: KubeAPI,
+        clock: Clock,
+        *,
+        loop: Loop,
+        ready_after: float | StartupDelay = 0.0,
+        name: str = "workloads",
+        register: bool = True,
+    ) -> None:
+        self.name = name
+        self.started: list[PodStart] = []  # pods that became Running and Ready, in order
+        self.pods_created = 0
+        self._kube = kube
+        self._clock = clock
+        self._loop = loop
+        self._ready_after = ready_after
+        self._workloads: dict[tuple[str, str, str], _Workload] = {}  # (kind, namespace, name)
+        self._owned: dict[tuple[str, str], _Workload] = {}  # (namespace, pod name) -> owner
+        self._nodes: dict[str, RawObject] = {}
+        if register:
+            loop.add(name, lambda: self.reconcile().requeue_after)
+        kube.watch(self._on_event)
+
+    # -- desired state ---------------------------------------------------------------------
+    def set_deployment(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        template: Mapping[str, Any],
+        replicas: int,
+        strategy: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create or replace a Deployment (a template change rolls out)."""
+        strategy = dict(DEFAULT_STRATEGY if strategy is None else strategy)
+        rolling = strategy.get("rollingUpdate") or strategy
+        key = (DEPLOYMENT, namespace, name)
+        wl = self._workloads.get(key)
+        if wl is None:
+            wl = _Workload(DEPLOYMENT, namespace, name, {}, "")
+            self._workloads[key] = wl
+        wl.template, wl.hash = copy.deepcopy(dict(template)), template_hash(template)
+        wl.replicas = replicas
+        wl.recreate = strategy.get("type") == "Recreate"
+        wl.max_surge = rolling.get("maxSurge", DEFAULT_STRATEGY["maxSurge"])
+        wl.max_unavailable = rolling.get("maxUnavailable", DEFAULT_STRATEGY["maxUnavailable"])
+        self._wake()
+
+    def scale(self, name: str, namespace: str, *, replicas: int) -> None:
+        self._get(DEPLOYMENT, name, namespace).replicas = replicas
+        self._wake()
+
+    def rollout(self, name: str, namespace: str, *, template: Mapping[str, Any]) -> None:
+        """Change the pod template; pods are replaced per the Deployment's strategy."""
+        wl = self._get(DEPLOYMENT, name, namespace)
+        wl.template, wl.hash = copy.deepcopy(dict(template)), template_hash(template)
+        self._wake()
+
+    def delete_deployment(self, name: str, namespace: str) -> None:
+        """Forget the Deployment and delete its pods."""
+        wl = self._get(DEPLOYMENT, name, namespace)
+        del self._workloads[(DEPLOYMENT, namespace, name)]
+        for pod in sorted(wl.pods.values(), key=lambda p: p.name):
+            self._delete(wl, pod)
+
+    def run_job(
+        self,
+        name: str,
+        namespace: str,
+        *,
+        template: Mapping[str, Any],
+        run_for: float,
+        completions: int = 1,
+        parallelism: int = 1,
+    ) -> None:
+        """Start a Job whose pods each succeed ``run_for`` seconds after they start running."""
+        key = (JOB, namespace, name)
+        if key in self._workloads:
+            raise ValueError(f"Job {namespace}/{name} already exists")
+        self._workloads[key] = _Workload(
+            JOB,
+            namespace,
+            name,
+            copy.deepcopy(dict(template)),
+            template_hash(template),
+            replicas=completions,
+            parallelism=parallelism,
+            run_for=run_for,
+        )
+        self._wake()
+
+    def status(self, kind: str, name: str, namespace: str) -> WorkloadStatus:
+        wl = self._get(kind, name, namespace)
+        active = [p for p in wl.pods.values() if p.active]
+        return WorkloadStatus(
+            desired=wl.replicas,
+            active=len(active),
+            ready=sum(1 for p in active if p.ready),
+            updated=sum(1 for p in active if p.hash == wl.hash),
+            succeeded=wl.succeeded,
+            complete=wl.completed is not None,
+        )
+
+    def _get(self, kind: str, name: str, namespace: str) -> _Workload:
+        try:
+            return self._workloads[(kind, namespace, name)]
+        except KeyError:
+            raise KeyError(f"no {kind} {namespace}/{name}") from None
+
+    # -- reconcile -------------------------------------------------------------------------
+    def reconcile(self) -> Result:
+        for key in sorted(self._workloads):
+            wl = self._workloads[key]
+            for pod in sorted(wl.pods.values(), key=lambda p: p.name):
+                if pod.node and pod.node not in self._nodes and pod.active:
+                    self._delete(wl, pod)  # pod garbage collection: its node is gone
+            if wl.kind == DEPLOYMENT:
+                self._sync_deployment(wl)
+            else:
+                self._sync_job(wl)
+        return Result(None)
+
+    def _sync_deployment(self, wl: _Workload) -> None:
+        def active() -> list[_Pod]:
+            return sorted((p for p in wl.pods.values() if p.active), key=_Pod.rank)
+
+        if wl.recreate:
+            old = [p for p in wl.pods.values() if p.hash != wl.hash and p.phase not in _TERMINAL]
+            for pod in sorted(old, key=_Pod.rank):
+                if not pod.deleting:
+                    self._delete(wl, pod)
+            if old:
+                return  # new pods only once every old one is gone
+        surge, unavailable = wl.fenceposts() if not wl.recreate else (0, wl.replicas)
+        new = [p for p in active() if p.hash == wl.hash]
+        for _ in range(min(wl.replicas - len(new), wl.replicas + surge - len(active()))):
+            self._create(wl)
+        new = [p for p in active() if p.hash == wl.hash]
+        for pod in new[: max(0, len(new) - wl.replicas)]:
+            self._delete(wl, pod)
+        ready = sum(1 for p in active() if p.ready)
+        floor = wl.replicas - unavailable
+        for pod in [p for p in active() if p.hash != wl.hash]:
+            if not pod.ready:
+                self._delete(wl, pod)
+            elif ready - 1 >= floor:
+                self._delete(wl, pod)
+                ready -= 1
+
+    def _sync_job(self, wl: _Workload) -> None:
+        if wl.completed is not None:
+            return
+        if wl.succeeded >= wl.replicas:
+            wl.completed = self._clock.now()
+            return
+        running = sum(1 for p in wl.pods.values() if p.active)
+        for _ in range(min(wl.parallelism, wl.replicas - wl.succeeded) - running):
+            self._create(wl)
+
+    # -- pods ------------------------------------------------------------------------------
+    def _create(self, wl: _Workload) -> None:
+        index = wl.next_index
+        wl.next_index += 1
+        if wl.kind == DEPLOYMENT:
+            name = f"{wl.name}-{wl.hash}-{index}"
+            owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{wl.name}-{wl.hash}"}
+            extra = {"pod-template-hash": wl.hash}
+        else:
+            name = f"{wl.name}-{index}"
+            owner = {"apiVersion": "batch/v1", "kind": "Job", "name": wl.name}
+            extra = {"job-name": wl.name, "batch.kubernetes.io/job-name": wl.name}
+        owner.update(uid=_uid(owner["kind"], wl.namespace, owner["name"]))
+        meta = wl.template.get("metadata") or {}
+        spec = copy.deepcopy(wl.template.get("spec") or {})
+        spec.pop("nodeName", None)
+        raw: RawObject = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": wl.namespace,
+                "labels": {**(meta.get("labels") or {}), **extra},
+                "annotations": dict(meta.get("annotations") or {}),
+                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": spec,
+            "status": {"phase": "Pending"},
+        }
+        key = (wl.namespace, name)
+        wl.pods[name] = _Pod(name, wl.hash, index, self._clock.now())
+        self._owned[key] = wl
+        try:
+            self._kube.create(raw)
+        except errors.AlreadyExists:
+            wl.pods.pop(name, None)
+            self._owned.pop(key, None)
+            return
+        self.pods_created += 1
+
+    def _delete(self, wl: _Workload, pod: _Pod) -> None:
+        with contextlib.suppress(errors.NotFound):
+            self._kube.delete("Pod", pod.name, wl.namespace)
+
+    def _wake(self) -> None:
+        if self.name in self._loop.tasks:
+            self._loop.wake(self.name)
+
+    def _on_event(self, event: WatchEvent) -> None:
+        meta = event.obj.get("metadata") or {}
+        if event.kind == "Node":
+            if event.type == "DELETED":
+                self._nodes.pop(meta.get("name", ""), None)
+                self._wake()
+            else:
+                self._nodes[meta.get("name", "")] = event.obj
+            return
+        if event.kind != "Pod":
+            return
+        key = (meta.get("namespace") or "default", meta.get("name", ""))
+        wl = self._owned.get(key)
+        if wl is None:
+            return
+        if event.type == "DELETED":
+            wl.pods.pop(key[1], None)
+            del self._owned[key]
+            self._wake()
+            return
+        pod = wl.pods.get(key[1])
+        if pod is None:
+            return
+        status = event.obj.get("status") or {}
+        before = (pod.phase, pod.ready, pod.deleting)
+        pod.uid = meta.get("uid", "")
+        pod.phase = status.get("phase") or "Pending"
+        pod.ready = _ready(status)
+        pod.deleting = bool(meta.get("deletionTimestamp"))
+        node = (event.obj.get("spec") or {}).get("nodeName") or ""
+        if node and not pod.node:
+            pod.node, pod.bound = node, self._clock.now()
+            if callable(self._ready_after):
+                delay = self._ready_after(event.obj, self._nodes.get(node, {}))
+            else:
+                delay = self._ready_after
+            uid = pod.uid
+            self._loop.call_later(max(0.0, delay), lambda: self._start(key, uid), name=f"{self.name}:start")
+        if before != (pod.phase, pod.ready, pod.deleting):
+            self._wake()
+
+    def _current(self, key: tuple[str, str], uid: str) -> tuple[_Workload, _Pod] | None:
+        wl = self._owned.get(key)
+        pod = wl.pods.get(key[1]) if wl is not None else None
+        if wl is None or pod is None or pod.uid != uid or pod.deleting:
+            return None
+        return wl, pod
+
+    def _start(self, key: tuple[str, str], uid: str) -> None:
+        """The kubelet: the pod's containers run and pass their readiness probe."""
+        found = self._current(key, uid)
+        if found is None or found[1].phase != "Pending" or found[1].node not in self._nodes:
+            return
+        wl, pod = found
+        now = self._clock.now()
+        stamp = encode.time(now)
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": stamp}
+            for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+        ]
+        patch = {"status": {"phase": "Running", "startTime": stamp, "conditions": conditions}}
+        with contextlib.suppress(errors.NotFound):
+            self._kube.patch("Pod", pod.name, patch, wl.namespace)
+            assert pod.bound is not None
+            self.started.append(PodStart(f"{key[0]}/{key[1]}", pod.node, pod.created, pod.bound, now))
+            if wl.kind == JOB:
+                self._loop.call_later(wl.run_for, lambda: self._finish(key, uid), name=f"{self.name}:finish")
+
+    def _finish(self, key: tuple[str, str], uid: str) -> None:
+        """A Job pod's containers exit 0."""
+        found = self._current(key, uid)
+        if found is None or found[1].phase != "Running":
+            return
+        wl, pod = found
+        stamp = encode.time(self._clock.now())
+        conditions = [
+            {"type": kind, "status": "True", "lastTransitionTime": stamp}
+            for kind in ("PodScheduled", "Initialized")
+        ] + [
+            {"type": kind, "status": "False", "reason": "PodCompleted", "lastTransitionTime": stamp}
+            for kind in ("ContainersReady", "Ready")
+        ]
+        with contextlib.suppress(errors.NotFound):
+            self._kube.patch(
+                "Pod", pod.name, {"status": {"phase": "Succeeded", "conditions": conditions}}, wl.namespace
+            )
+            wl.succeeded += 1

@@ -1,0 +1,222 @@
+"""The disruption controller on a virtual loop: passes, validation, skip cache, crash recovery.
+
+The NodeClaim lifecycle is stood in for by the helpers of ``test_orchestration``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import World
+from test_orchestration import (
+    DISRUPTED,
+    T0,
+    TYPES,
+    gone_or_deleting,
+    initialized,
+    launch,
+    managed,
+    pod_raw,
+    pool_raw,
+    reason_condition,
+    replacements,
+    tainted,
+)
+
+from karpy.controllers import disruption, orchestration
+from karpy.model import labels as wk
+from karpy.model.objects import Condition
+
+
+def _world(**pool: Any) -> tuple[World, disruption.Disruption, orchestration.Orchestrator]:
+    world = World.make(TYPES, start=T0)
+    world.apply(pool_raw(**pool))
+    orch = orchestration.Orchestrator(world.ctx)
+    ctrl = disruption.Disruption(world.ctx, orch)
+    world.feed.listeners.append(lambda _event: ctrl.mark_dirty())  # what wiring does
+    return world, ctrl, orch
+
+
+def _start(world: World, ctrl: disruption.Disruption, orch: orchestration.Orchestrator) -> None:
+    world.add(ctrl)
+    world.add(orch)
+    orch.wake = lambda: world.loop.wake(orch.name)
+
+
+def test_empty_node_removed_after_consolidate_after_and_validation() -> None:
+    world, ctrl, orch = _world(consolidate_after="30s")
+    managed(world, "empty")
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 44)
+    assert ctrl.pending is not None and ctrl.pending.deadline == T0 + 45
+    assert not gone_or_deleting(world, "empty-claim") and not tainted(world, "empty")
+    world.loop.run(until=T0 + 45)
+    assert gone_or_deleting(world, "empty-claim") and tainted(world, "empty")
+    (event,) = [
+        e for e in world.events.events if e.reason == "DisruptionTerminating" and e.kind == "NodeClaim"
+    ]
+    assert event.time == T0 + 45 and event.name == "empty-claim"
+    metrics = world.ctx.metrics
+    decision = {"decision": "delete", "reason": "empty", "consolidation_type": "empty"}
+    assert metrics.value("karpy_voluntary_disruption_decisions_total", decision) == 1
+    disrupted = {"reason": "empty", "nodepool": "default", "capacity_type": "on-demand"}
+    assert metrics.value("karpy_nodeclaims_disrupted_total", disrupted) == 1
+    world.loop.run(until=T0 + 120)  # the tainted Node (awaiting termination) is not "stale"
+    assert tainted(world, "empty")
+
+
+def test_command_invalidated_during_validation_is_rejected() -> None:
+    world, ctrl, orch = _world(consolidate_after="30s")
+    managed(world, "empty")
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 35)
+    assert ctrl.pending is not None
+    world.apply(pod_raw("late", "empty"))  # a pod binds to the node while it waits
+    world.loop.run(until=T0 + 300)
+    assert not gone_or_deleting(world, "empty-claim") and not tainted(world, "empty")
+    (rejected,) = [e for e in world.events.events if e.reason == "ConsolidationRejected"]
+    assert rejected.time == T0 + 45 and rejected.name == "empty"
+    failed = world.ctx.metrics.value(
+        "karpy_voluntary_disruption_failed_validations_total", {"reason": "scheduling"}
+    )
+    assert (
+        failed == 1
+        and world.ctx.metrics.value(
+            "karpy_voluntary_disruption_decisions_total",
+            {"decision": "delete", "reason": "empty", "consolidation_type": "empty"},
+        )
+        == 0
+    )
+
+
+def test_drifted_node_is_replaced_before_it_is_deleted() -> None:
+    world, ctrl, orch = _world(consolidate_after="Never")
+    managed(world, "old", conditions=(Condition("Drifted", "True", "NodeClassDrift", last_transition=T0),))
+    world.apply(pod_raw("web", "old"))
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0)  # drift starts at once: no validation delay
+    (new,) = replacements(world)
+    assert tainted(world, "old") and orch.in_queue("old") and ctrl.pending is None
+    cond = reason_condition(world, "old-claim")
+    assert cond is not None and cond.reason == "Drifted"
+    world.loop.run(until=T0 + 20)
+    launch(world, new)
+    world.loop.run(until=T0 + 40)
+    assert not gone_or_deleting(world, "old-claim")
+    initialized(world, new)
+    world.loop.run(until=T0 + 41)
+    assert gone_or_deleting(world, "old-claim")
+    assert replacements(world) == [new]  # no second replacement meanwhile
+    decision = {"decision": "replace", "reason": "drifted", "consolidation_type": ""}
+    assert world.ctx.metrics.value("karpy_voluntary_disruption_decisions_total", decision) == 1
+
+
+def test_passes_skip_while_consolidated_until_dirty_or_five_minutes() -> None:
+    world, ctrl, orch = _world(consolidate_after="Never")
+    managed(world, "busy")
+    world.apply(pod_raw("web", "busy"))
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 285)
+    assert ctrl.passes == 1  # nothing to do, nothing changed: later passes skipped
+    world.apply(pod_raw("other"))  # any feed event makes the state dirty
+    world.loop.run(until=T0 + 295)
+    assert ctrl.passes == 2
+    world.loop.run(until=T0 + 585)
+    assert ctrl.passes == 2
+    world.loop.run(until=T0 + 595)  # forced 5 min after the last pass that found nothing
+    assert ctrl.passes == 3
+
+
+def test_consolidate_after_elapsing_ends_the_skip() -> None:
+    world, ctrl, orch = _world(consolidate_after="60s")
+    managed(world, "empty")
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 59)
+    assert ctrl.passes == 1
+    world.loop.run(until=T0 + 60)
+    assert ctrl.passes == 2 and ctrl.pending is not None
+
+
+def test_budget_no_op_is_never_consolidated() -> None:
+    world, ctrl, orch = _world(consolidate_after="0s", budgets=("0",))
+    managed(world, "empty")
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 95)
+    assert ctrl.passes == 10 and ctrl.pending is None  # every 10 s
+    assert not gone_or_deleting(world, "empty-claim")
+    blocked = [e for e in world.events.events if e.reason == "DisruptionBlocked" and e.kind == "NodePool"]
+    assert len(blocked) == 1 and "blocking budget" in blocked[0].message  # deduplicated
+
+
+def test_stale_disrupted_taint_and_condition_are_stripped() -> None:
+    world, ctrl, orch = _world(consolidate_after="Never")
+    stale = Condition(orchestration.DISRUPTION_REASON, "True", "Drifted", last_transition=T0)
+    managed(world, "crashed", taints=(DISRUPTED,), conditions=(stale,))
+    managed(world, "leaving", taints=(DISRUPTED,), finalizers=("karpenter.sh/termination",))
+    world.kube.delete("NodeClaim", "leaving-claim")  # being terminated: its taint stays
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0)
+    assert not tainted(world, "crashed") and reason_condition(world, "crashed-claim") is None
+    assert tainted(world, "leaving")
+
+
+def test_expired_claims_are_left_to_the_expiration_controller() -> None:
+    # the expired node already counts as disrupting (as it will once deleted): a count budget leaves room
+    world, ctrl, orch = _world(consolidate_after="30s", budgets=("10",))
+    managed(world, "old", expire_after=20)
+    world.apply(pod_raw("web", "old"))
+    managed(world, "empty")
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 120)
+    assert not gone_or_deleting(world, "old-claim") and not tainted(world, "old")
+    assert gone_or_deleting(world, "empty-claim")  # disruption still acts on the rest
+    reasons = {labels_of(s) for s in _decisions(world)}
+    assert reasons == {("delete", "empty")}
+
+
+def labels_of(sample: dict[str, str]) -> tuple[str, str]:
+    return sample["decision"], sample["reason"]
+
+
+def _decisions(world: World) -> list[dict[str, str]]:
+    out = []
+    for metric in world.ctx.metrics.registry.collect():
+        for sample in metric.samples:
+            if sample.name == "karpy_voluntary_disruption_decisions_total" and sample.value > 0:
+                out.append(dict(sample.labels))
+    return out
+
+
+def test_underutilized_replace_is_validated_then_executed() -> None:
+    world, ctrl, orch = _world(consolidate_after="30s")
+    managed(world, "big", instance_type="large")
+    world.apply(pod_raw("web", "big"))
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 44)
+    assert ctrl.pending is not None and ctrl.pending.command.decision == "replace"
+    assert replacements(world) == []
+    world.loop.run(until=T0 + 45)
+    (new,) = replacements(world)
+    claim = world.kube.get("NodeClaim", new)
+    (types,) = [r["values"] for r in claim["spec"]["requirements"] if r["key"] == wk.INSTANCE_TYPE]
+    assert types == ["small"] and tainted(world, "big")
+    decision = {"decision": "replace", "reason": "underutilized", "consolidation_type": "single"}
+    assert world.ctx.metrics.value("karpy_voluntary_disruption_decisions_total", decision) == 1
+    launch(world, new, initialize=True)
+    world.loop.run(until=T0 + 47)
+    assert gone_or_deleting(world, "big-claim")
+
+
+def test_blocked_node_gets_one_disruption_blocked_event() -> None:
+    world, ctrl, orch = _world(consolidate_after="0s")
+    managed(world, "pinned")
+    world.kube.patch("Node", "pinned", {"metadata": {"annotations": {wk.DO_NOT_DISRUPT: "true"}}})
+    _start(world, ctrl, orch)
+    for i in range(3):  # state changes: three computed passes
+        world.apply(pod_raw(f"pending-{i}"))
+        world.loop.run_for(10)
+    assert ctrl.passes >= 3
+    blocked = [e for e in world.events.events if e.reason == "DisruptionBlocked" and e.kind == "Node"]
+    assert [(e.name, e.message) for e in blocked] == [
+        ("pinned", "node annotated karpenter.sh/do-not-disrupt=true")
+    ]
