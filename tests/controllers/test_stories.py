@@ -270,3 +270,21 @@ def test_errors_reach_no_controller_uncaught() -> None:
     story.workloads.set_deployment("web", "default", template=pod_template("web"), replicas=1)
     story.run(120)
     assert all(p["spec"].get("nodeName") for p in story.pods())
+
+
+def test_cluster_gauges_follow_the_story() -> None:
+    story = Story()
+    story.workloads.set_deployment("web", "default", template=pod_template("web"), replicas=2)
+    story.run(90)
+    metrics = story.world.ctx.metrics
+    assert metrics.value("karpy_cluster_state_node_count") == 1
+    node = story.nodes()[0]["metadata"]["labels"]
+    it = next(t for t in CATALOG.instance_types if t.name == node["node.kubernetes.io/instance-type"])
+    price = min(
+        o.price
+        for o in it.offerings
+        if o.zone == node["topology.kubernetes.io/zone"]
+        and o.capacity_type == node["karpenter.sh/capacity-type"]
+    )
+    assert metrics.value("karpy_cluster_cost_per_hour", {"nodepool": "default"}) == price
+    assert metrics.value("karpy_pods_startup_duration_seconds_count") == 2

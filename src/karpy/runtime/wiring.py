@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from karpy.controllers import disruption, expiration, lifecycle, nodeclaim_status, orchestration, provisioning
+from karpy.controllers import (
+    disruption,
+    expiration,
+    lifecycle,
+    nodeclaim_status,
+    orchestration,
+    provisioning,
+    state_metrics,
+)
 from karpy.controllers import termination as termination_mod
 from karpy.controllers.context import Context
 from karpy.model.objects import Node, NodeClaim, Pod
@@ -32,6 +40,7 @@ class Controllers:
     disruption: disruption.Disruption
     orchestrator: orchestration.Orchestrator
     termination: termination_mod.Termination
+    state_metrics: state_metrics.StateMetrics
 
     def all(self) -> list[object]:
         return [
@@ -42,6 +51,7 @@ class Controllers:
             self.expiration,
             self.disruption,
             self.orchestrator,
+            self.state_metrics,
         ]
 
 
@@ -65,6 +75,7 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
         disruption=disruption.Disruption(ctx, orchestrator),
         orchestrator=orchestrator,
         termination=termination_mod.Termination(ctx),
+        state_metrics=state_metrics.StateMetrics(ctx),
     )
     for priority, controller in enumerate(controllers.all()):
         if controller is controllers.disruption and not disruption_enabled:

@@ -1,0 +1,55 @@
+"""Cluster-level gauges and pod startup durations, refreshed from the cluster state.
+
+``karpy_cluster_state_node_count``, ``karpy_cluster_cost_per_hour{nodepool}`` (the price of
+every launched NodeClaim's offering, from its instance type, zone and capacity-type labels)
+and ``karpy_pods_startup_duration_seconds`` (pod creation -> Running, observed once per pod).
+"""
+
+from __future__ import annotations
+
+from karpy.controllers.context import Context
+from karpy.controllers.result import Result
+from karpy.model import labels
+
+__all__ = ["StateMetrics"]
+
+
+class StateMetrics:
+    name = "metrics.state"
+
+    def __init__(self, ctx: Context, *, interval: float = 10.0) -> None:
+        self.ctx = ctx
+        self.interval = interval
+        self._started: set[str] = set()
+
+    def reconcile(self) -> Result:
+        cluster = self.ctx.cluster
+        metrics = self.ctx.metrics
+        metrics.cluster_state_nodes.set(len(cluster.nodes))
+        costs: dict[str, float] = {name: 0.0 for name in cluster.node_pools}
+        for claim in cluster.claims.values():
+            pool = cluster.node_pools.get(claim.node_pool)
+            if pool is None or not claim.provider_id:
+                continue
+            by_name = {it.name: it for it in cluster.instance_types(pool, cluster.node_class_for(pool))}
+            it = by_name.get(claim.labels.get(labels.INSTANCE_TYPE, ""))
+            if it is None:
+                continue
+            prices = [
+                o.price
+                for o in it.offerings
+                if o.zone == claim.labels.get(labels.ZONE)
+                and o.capacity_type == claim.labels.get(labels.CAPACITY_TYPE)
+            ]
+            if prices:
+                costs[pool.name] = costs.get(pool.name, 0.0) + min(prices)
+        for pool_name, cost in sorted(costs.items()):
+            metrics.cluster_cost.labels(nodepool=pool_name).set(cost)
+        for key in sorted(cluster.pods):
+            pod = cluster.pods[key]
+            if key in self._started or pod.phase != "Running" or pod.started is None:
+                continue
+            self._started.add(key)
+            metrics.pods_startup_duration.observe(max(0.0, pod.started - pod.created))
+        self._started &= set(cluster.pods)
+        return Result(requeue_after=self.interval)
