@@ -16,6 +16,9 @@ pods hold their node's room against pods of lower or equal priority.
 It reads the typed pods and Nodes of ``state.Cluster`` (kept current by the feed) and
 follows its own watch on the API server only to know which pods changed, so a pass with
 nothing pending, or with nothing changed since a pass that bound nothing, costs O(1).
+Within a pass, pods with the same scheduling signature share per-node verdicts and raw
+scores, recomputed only for nodes whose pods changed; a signature that found no node is
+not tried again until something was bound or preempted.
 Bindings (creation -> bind latency) and preemptions are recorded for the simulator's
 metrics. Used by the simulator and by controller tests; deterministic.
 """
@@ -118,6 +121,10 @@ class _Plan:
     forbidden: set[tuple[str, str]] = field(default_factory=set)  # existing pods' anti-affinity
     spread: list[_Spread] = field(default_factory=list)
 
+    def node_local(self) -> bool:
+        """No term of the pod's own (existing pods' anti-affinity is in ``forbidden``)."""
+        return not self.affinity and not self.affinity_free and not self.anti and not self.spread
+
     def allows(self, node: Node) -> bool:
         if not self.affinity_free:
             for key, values in self.affinity:
@@ -135,6 +142,24 @@ class _Plan:
             if value is None or s.domains.get(value, 0) + s.self_match - s.minimum > s.max_skew:
                 return False
         return True
+
+
+_Entry = tuple[int, int, int]  # fit + balanced score, intolerable PreferNoSchedule taints, affinity weight
+_NODE_LOCAL = _Plan()
+
+
+def _pick(rows: list[tuple[str, _Entry]]) -> str:
+    """The best-scoring node: weights Fit 1, Balanced 1, TaintToleration 3, NodeAffinity 2; ties by name."""
+    worst = max(entry[1] for _, entry in rows)
+    strongest = max(entry[2] for _, entry in rows)
+    best_name, best_score = "", -1
+    for name, (fit, intolerable, affinity) in rows:
+        taint_score = 100 - intolerable * 100 // worst if worst else 100
+        affinity_score = affinity * 100 // strongest if strongest else 0
+        score = fit + 3 * taint_score + 2 * affinity_score
+        if score > best_score or (score == best_score and name < best_name):
+            best_name, best_score = name, score
+    return best_name
 
 
 def _label(node: Node, key: str) -> str | None:
@@ -174,7 +199,7 @@ def _nonzero(pod: Pod) -> tuple[int, int]:
 
 
 def _signature(pod: Pod, hint: str) -> tuple[object, ...]:
-    """Everything feasibility depends on: equal signatures fail alike within a pass."""
+    """Everything feasibility and scores depend on: equal signatures fare alike within a pass."""
     return (
         pod.namespace,
         tuple(sorted(pod.labels.items())),
@@ -183,6 +208,7 @@ def _signature(pod: Pod, hint: str) -> tuple[object, ...]:
         tuple(sorted(pod.node_selector.items())),
         pod.required_terms,
         pod.tolerations,
+        pod.preferred_terms,
         pod.spread,
         pod.affinity,
         pod.anti_affinity,
@@ -246,6 +272,8 @@ class Binder:
         self._nominated_on: dict[str, dict[str, Pod]] = {}  # node -> pending pods nominated to it
         self._hints: dict[str, str] = {}  # Karpenter nominations: pod key -> node or NodeClaim name
         self._nodes: list[Node] = []  # this pass's Nodes, by name
+        self._version: dict[str, int] = {}  # node -> changes to its pods or nominations
+        self._classes: dict[tuple[object, ...], dict[str, tuple[int, _Entry | None]]] = {}  # this pass
         self._replaying = True
         kube.watch(self._on_event)
         self._replaying = False
@@ -271,6 +299,7 @@ class Binder:
             for counter in [c for c, used in self._counter_used.items() if used < self._passes - 10]:
                 del self._counters[counter], self._counter_used[counter]
         self._nodes = [self._cluster.nodes[n] for n in sorted(self._cluster.nodes)]
+        self._classes.clear()
         order = sorted(self._pending.values(), key=lambda p: (-p.priority, self._created(p), p.key))
         failed: set[tuple[object, ...]] = set()
         for pod in order:
@@ -280,7 +309,7 @@ class Binder:
             signature = _signature(current, self._hints.get(current.key, ""))
             if signature in failed:
                 continue
-            if self._schedule(current):
+            if self._schedule(current, signature):
                 failed.clear()
             else:
                 failed.add(signature)
@@ -317,6 +346,7 @@ class Binder:
         was_pending = self._pending.pop(key, None)
         if was_pending is not None and was_pending.nominated_node:
             self._nominated_on.get(was_pending.nominated_node, {}).pop(key, None)
+            self._bump(was_pending.nominated_node)
         pod = self._cluster.pods.get(key)
         if pod is None:
             self._seen.pop(key, None)
@@ -324,9 +354,11 @@ class Binder:
             self._changed = True
             return
         if pod.is_terminal():
+            self._seen.pop(key, None)
             self._changed = self._changed or old is not None
             return
         if pod.node_name:
+            self._seen.pop(key, None)  # bound: its creation time has been used
             self._where[key] = pod.node_name
             self._on.setdefault(pod.node_name, {})[key] = pod
             self._account(pod, pod.node_name, +1)
@@ -337,11 +369,16 @@ class Binder:
             self._pending[key] = pod
             if pod.nominated_node:
                 self._nominated_on.setdefault(pod.nominated_node, {})[key] = pod
+                self._bump(pod.nominated_node)
             if was_pending is None or was_pending.nominated_node != pod.nominated_node:
                 self._changed = True
 
+    def _bump(self, node: str) -> None:
+        self._version[node] = self._version.get(node, 0) + 1
+
     def _account(self, pod: Pod, node: str, sign: int) -> None:
         """Add (sign=+1) or remove (-1) an occupying pod's contribution to the node's totals."""
+        self._bump(node)
         need = podinfo.pod_requests(pod)
         used = self._used.get(node, EMPTY)
         self._used[node] = used + need if sign > 0 else used - need
@@ -385,7 +422,7 @@ class Binder:
         return counts
 
     # -- one pod ---------------------------------------------------------------------------
-    def _schedule(self, pod: Pod) -> bool:
+    def _schedule(self, pod: Pod, signature: tuple[object, ...]) -> bool:
         """Bind or preempt for ``pod``; True when something changed."""
         need = podinfo.pod_requests(pod)
         plan = self._plan(pod, {})
@@ -393,9 +430,22 @@ class Binder:
         node = self._cluster.nodes.get(target) if target else None
         if node is not None and self._fits(pod, node, need, plan, {}):
             return self._bind(pod, node.name)
-        feasible = [n for n in self._nodes if self._fits(pod, n, need, plan, {})]
-        if feasible:
-            return self._bind(pod, self._best(pod, feasible))
+        # A node's node-local verdict (admission, resources, ports) and raw scores change only
+        # with that node's pods, so pods of one class reuse the entries of unchanged nodes; the
+        # inter-pod terms (plan) are checked per pod.
+        cache = self._classes.setdefault(signature, {})
+        inter_pod = not plan.node_local() or bool(plan.forbidden)
+        rows: list[tuple[str, _Entry]] = []
+        for node in self._nodes:
+            version = self._version.get(node.name, 0)
+            hit = cache.get(node.name)
+            if hit is None or hit[0] != version:
+                fits = self._fits(pod, node, need, _NODE_LOCAL, {})
+                hit = cache[node.name] = (version, self._entry(pod, node) if fits else None)
+            if hit[1] is not None and (not inter_pod or plan.allows(node)):
+                rows.append((node.name, hit[1]))
+        if rows:
+            return self._bind(pod, _pick(rows))
         return self._preempt(pod, need)
 
     def _resolve_hint(self, key: str) -> str:
@@ -546,56 +596,34 @@ class Binder:
         return plan
 
     # -- scoring and binding ---------------------------------------------------------------
-    def _best(self, pod: Pod, feasible: list[Node]) -> str:
-        """The highest-scoring node; ties go to the first name."""
-        prefer = [t for t in pod.tolerations if t.effect in ("", PREFER_NO_SCHEDULE)]
-        fit = [self._fit_score(pod, node) for node in feasible]
-        intolerable = [
-            sum(
-                1
-                for t in node.taints
-                if t.effect == PREFER_NO_SCHEDULE and not any(tolerates(tol, t) for tol in prefer)
-            )
-            for node in feasible
-        ]
-        affinity = [
-            sum(
-                w.weight
-                for w in pod.preferred_terms
-                if all(_requirement_ok(r, node) for r in w.term.requirements)
-            )
-            for node in feasible
-        ]
-        worst, strongest = max(intolerable), max(affinity)
-        ranked: list[tuple[int, str]] = []
-        for i, node in enumerate(feasible):
-            taint_score = 100 - intolerable[i] * 100 // worst if worst else 100
-            affinity_score = affinity[i] * 100 // strongest if strongest else 0
-            ranked.append((-(fit[i] + 3 * taint_score + 2 * affinity_score), node.name))
-        return min(ranked)[1]
-
-    def _fit_score(self, pod: Pod, node: Node) -> int:
-        """NodeResourcesFit (LeastAllocated or MostAllocated) plus BalancedAllocation, each 0-100."""
+    def _entry(self, pod: Pod, node: Node) -> _Entry:
+        """A feasible node's raw scores: (fit + balanced, intolerable PreferNoSchedule taints, affinity)."""
         cpu, memory = _nonzero(pod)
-        scored = self._scored.get(node.name, (0, 0))
-        fractions: list[float] = []
-        scores: list[int] = []
-        for requested, capacity in (
-            (scored[0] + cpu, node.allocatable.get(CPU)),
-            (scored[1] + memory, node.allocatable.get(MEMORY)),
-        ):
-            if capacity <= 0:
-                fractions.append(1.0)
-                scores.append(0)
-                continue
-            requested = min(requested, capacity)
-            fractions.append(requested / capacity)
-            if self.scoring == MOST_ALLOCATED:
-                scores.append(requested * 100 // capacity)
-            else:
-                scores.append((capacity - requested) * 100 // capacity)
-        balanced = int((1 - abs(fractions[0] - fractions[1]) / 2) * 100)
-        return sum(scores) // len(scores) + balanced
+        used_cpu, used_memory = self._scored.get(node.name, (0, 0))
+        cpu_cap, memory_cap = node.allocatable.get(CPU), node.allocatable.get(MEMORY)
+        cpu_req = min(used_cpu + cpu, cpu_cap)
+        memory_req = min(used_memory + memory, memory_cap)
+        if self.scoring == MOST_ALLOCATED:
+            cpu_score = cpu_req * 100 // cpu_cap if cpu_cap > 0 else 0
+            memory_score = memory_req * 100 // memory_cap if memory_cap > 0 else 0
+        else:
+            cpu_score = (cpu_cap - cpu_req) * 100 // cpu_cap if cpu_cap > 0 else 0
+            memory_score = (memory_cap - memory_req) * 100 // memory_cap if memory_cap > 0 else 0
+        cpu_fraction = cpu_req / cpu_cap if cpu_cap > 0 else 1.0
+        memory_fraction = memory_req / memory_cap if memory_cap > 0 else 1.0
+        balanced = int((1 - abs(cpu_fraction - memory_fraction) / 2) * 100)
+        intolerable = 0
+        for taint in node.taints:
+            if taint.effect == PREFER_NO_SCHEDULE and not any(
+                t.effect in ("", PREFER_NO_SCHEDULE) and tolerates(t, taint) for t in pod.tolerations
+            ):
+                intolerable += 1
+        affinity = sum(
+            w.weight
+            for w in pod.preferred_terms
+            if all(_requirement_ok(r, node) for r in w.term.requirements)
+        )
+        return ((cpu_score + memory_score) // 2 + balanced, intolerable, affinity)
 
     def _bind(self, pod: Pod, node: str) -> bool:
         try:
@@ -644,6 +672,8 @@ class Binder:
                 if not self._fits(pod, node, need, self._plan(pod, removed), removed):
                     removed[q.key] = q
                     victims.append(q)
+            if not victims:  # pragma: no cover - it did not fit before, so something must go
+                continue
             candidates.append(
                 (
                     sum(1 for v in victims if v.key in violating),
