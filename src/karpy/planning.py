@@ -9,20 +9,24 @@ expanded to pending pods, PDBs, Namespaces), then either runs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from karpy import catalog as catalog_mod
 from karpy import settings as settings_mod
 from karpy.api import load as api_load
-from karpy.core import disruption, scheduling
+from karpy.core import bound as bound_mod
+from karpy.core import disruption, repack, scheduling
+from karpy.core.snapshot import Snapshot
 from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import EC2NodeClass, NodeClass
 from karpy.model.objects import NodePool
 from karpy.state.cluster import Cluster
 from karpy.state.events import ObjectEvent
 
-__all__ = ["DryRun", "Plan", "build_cluster", "disrupt", "make_plan"]
+__all__ = ["PACKINGS", "DryRun", "Plan", "build_cluster", "disrupt", "make_plan", "plan_snapshot"]
+
+PACKINGS = ("faithful", "optimized")
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +36,23 @@ class Plan:
     launched: tuple[scheduling.Launched, ...]
     unlaunchable: tuple[scheduling.PlannedClaim, ...]
     pending: int
+    packing: str = "faithful"
+    faithful_cost: float | None = None  # with packing optimized: what the faithful plan costs
+    repacked: repack.Repacked | None = None
+    bound: bound_mod.Bound | None = None  # with --bound: the LP lower bound for the placed pods
 
     @property
     def hourly_cost(self) -> float:
         return sum(node.price for node in self.launched)
+
+    @property
+    def cost_ratio(self) -> float | None:
+        """Hourly cost over the lower bound (None without a bound, or a zero bound under a cost)."""
+        if self.bound is None:
+            return None
+        if self.bound.lower_bound <= 0:
+            return 1.0 if self.hourly_cost <= 0 else None
+        return self.hourly_cost / self.bound.lower_bound
 
 
 class _Types:
@@ -92,21 +109,66 @@ def make_plan(
     catalog_spec: str = "aws:us-east-1",
     settings: settings_mod.Settings | None = None,
     prices: dict[Any, float] | None = None,
+    bound: bool = False,
+    packing: str | None = None,
 ) -> Plan:
+    """Plan for the pending pods in ``loaded``; ``packing`` defaults to the settings' (faithful)."""
     settings = settings or settings_mod.Settings()
     cluster, base = build_cluster(loaded, catalog_spec=catalog_spec, settings=settings, prices=prices)
-    snapshot = cluster.snapshot(0.0)
+    return plan_snapshot(
+        cluster.snapshot(0.0),
+        catalog=base.name,
+        catalog_order=[it.name for it in base.instance_types],
+        well_known=base.well_known,
+        bound=bound,
+        packing=packing,
+    )
+
+
+def plan_snapshot(
+    snapshot: Snapshot,
+    *,
+    catalog: str,
+    catalog_order: list[str],
+    well_known: frozenset[str],
+    bound: bool = False,
+    packing: str | None = None,
+) -> Plan:
+    """Solve ``snapshot``, launch its claims, then optionally re-pack and bound the cost.
+
+    The bound covers the pods the faithful plan placed (on existing nodes or on launched
+    NodeClaims); the optimized packing moves only those, so one bound serves both.
+    """
+    packing = packing or snapshot.settings.scheduling.packing
+    if packing not in PACKINGS:
+        raise ValueError(f"packing must be one of {', '.join(PACKINGS)}, not {packing!r}")
     results = scheduling.solve(snapshot)
-    order = [it.name for it in base.instance_types]
     launched: list[scheduling.Launched] = []
     unlaunchable: list[scheduling.PlannedClaim] = []
     for claim in results.new_claims:
-        node = scheduling.launch(claim, order, well_known=base.well_known)
+        node = scheduling.launch(claim, catalog_order, well_known=well_known)
         if node is None:
             unlaunchable.append(claim)
         else:
             launched.append(node)
-    return Plan(base.name, results, tuple(launched), tuple(unlaunchable), len(snapshot.pending_pods()))
+    pending = len(snapshot.pending_pods())
+    plan = Plan(catalog, results, tuple(launched), tuple(unlaunchable), pending)
+    if packing == "optimized":
+        done = repack.repack(snapshot, results, launched, catalog_order=catalog_order, well_known=well_known)
+        plan = replace(
+            plan,
+            results=done.results,
+            launched=done.launched,
+            packing=packing,
+            faithful_cost=done.faithful_cost,
+            repacked=done,
+        )
+    if bound:
+        placed = set(results.existing)
+        placed.update(p.key for node in launched for p in node.claim.pods)
+        pods = [p for p in snapshot.pending_pods() if p.key in placed]
+        plan = replace(plan, bound=bound_mod.lower_bound(snapshot, pods))
+    return plan
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from karpy.api import load as api_load
 from karpy.catalog import prices as prices_mod
 from karpy.model.errors import InputError
 
-__all__ = ["plan", "plan_document"]
+__all__ = ["bound_section", "plan", "plan_document"]
 
 PLAN_API_VERSION = "karpy.dev/v1alpha1"
 
@@ -66,7 +66,7 @@ def plan_document(result: planning.Plan) -> dict[str, Any]:
         }
         for err in result.results.errors
     ]
-    return {
+    doc: dict[str, Any] = {
         "apiVersion": PLAN_API_VERSION,
         "kind": "Plan",
         "catalog": result.catalog,
@@ -82,6 +82,52 @@ def plan_document(result: planning.Plan) -> dict[str, Any]:
         "unschedulable": unschedulable,
         "relaxed": {k: list(v) for k, v in sorted(result.results.relaxations.items())},
     }
+    if result.packing != "faithful" and result.repacked is not None:
+        done = result.repacked
+        doc["packing"] = {
+            "mode": result.packing,
+            "faithfulHourlyCost": round(done.faithful_cost, 6),
+            "hourlyCost": round(done.cost, 6),
+            "replacedNodeClaims": done.claims_replaced,
+            "nodeClaimsAfter": done.claims_created,
+            "podsMoved": done.pods_moved,
+            "note": done.note,
+        }
+    if result.bound is not None:
+        doc["bound"] = bound_section(result)
+    return doc
+
+
+def _ratio(cost: float, lower: float) -> float | None:
+    if lower <= 0:
+        return 1.0 if cost <= 0 else None
+    return round(cost / lower, 6)
+
+
+def bound_section(result: planning.Plan) -> dict[str, Any]:
+    """``bound``: the plan's hourly cost against the LP lower bound for the pods it placed."""
+    found = result.bound
+    assert found is not None
+    section: dict[str, Any] = {
+        "lowerBoundPerHour": round(found.lower_bound, 6),
+        "ratio": _ratio(result.hourly_cost, found.lower_bound),
+        "method": found.method,
+        "ignores": list(found.ignores),
+        "lpPerHour": None if found.lp != found.lp else round(found.lp, 6),
+        "perPodFloorPerHour": round(found.floor, 6),
+        "solverStatus": found.status,
+        "pods": found.pods,
+        "podGroups": found.groups,
+        "nodeKinds": found.kinds,
+        "instanceTypeMix": [{"kind": name, "nodes": round(count, 4)} for name, count in found.mix],
+        "packing": result.packing,
+    }
+    if result.faithful_cost is not None:
+        section["faithfulHourlyCost"] = round(result.faithful_cost, 6)
+        section["faithfulRatio"] = _ratio(result.faithful_cost, found.lower_bound)
+    if found.uncovered:
+        section["uncoveredPods"] = list(found.uncovered)
+    return section
 
 
 def _render_table(result: planning.Plan, console: Console) -> None:
@@ -124,6 +170,37 @@ def _render_table(result: planning.Plan, console: Console) -> None:
             console.print(f"  {item['pod']}")
             for where, why in item["reasons"].items():
                 console.print(f"    {where}: {why}", markup=False, highlight=False)
+    if "packing" in doc:
+        packing = doc["packing"]
+        console.print(
+            f"packing {packing['mode']}: ${packing['hourlyCost']:.4f}/h "
+            f"(faithful ${packing['faithfulHourlyCost']:.4f}/h; {packing['podsMoved']} pods moved"
+            + (f"; {packing['note']}" if packing["note"] else "")
+            + ")",
+            markup=False,
+            highlight=False,
+        )
+    if "bound" in doc:
+        section = doc["bound"]
+        ratio = section["ratio"]
+        shown = "n/a" if ratio is None else f"{ratio:.4f}"
+        console.print(
+            f"cost / lower bound: ${summary['hourlyCost']:.4f} / "
+            f"${section['lowerBoundPerHour']:.4f} = {shown}"
+            + (
+                f" (faithful {section['faithfulRatio']:.4f})"
+                if section.get("faithfulRatio") is not None
+                else ""
+            ),
+            markup=False,
+            highlight=False,
+        )
+        console.print(
+            f"  {section['method']} over {section['pods']} placed pods; ignores: "
+            + ", ".join(section["ignores"]),
+            markup=False,
+            highlight=False,
+        )
 
 
 def plan(
@@ -139,10 +216,19 @@ def plan(
     on_demand_discount: float = typer.Option(
         0.0, "--on-demand-discount", help="Savings Plans / RIs, e.g. 0.28."
     ),
+    bound: bool = typer.Option(
+        False, "--bound", help="Also print cost / an LP lower bound on any node set that fits the pods."
+    ),
+    packing: str = typer.Option(
+        "faithful", "--packing", help="faithful (upstream's packing) | optimized (re-pack onto the LP's mix)."
+    ),
 ) -> None:
     """Plan the NodeClaims karpy would launch for the pending pods in FILES."""
     if output not in ("table", "json", "yaml"):
         typer.echo(f"error: --output must be table, json or yaml, not {output!r}", err=True)
+        raise typer.Exit(2)
+    if packing not in planning.PACKINGS:
+        typer.echo(f"error: --packing must be faithful or optimized, not {packing!r}", err=True)
         raise typer.Exit(2)
     loaded = api_load.load_paths(files)
     for problem in loaded.problems:
@@ -150,13 +236,16 @@ def plan(
     for skipped in loaded.skipped:
         typer.echo(f"warning: {skipped}", err=True)
     settings = settings_mod.Settings(
+        scheduling=settings_mod.SchedulingSettings(packing=packing),
         pricing=settings_mod.PricingSettings(
             spot_price_ratio=spot_price_ratio, on_demand_discount=on_demand_discount
-        )
+        ),
     )
     try:
         overrides = prices_mod.load_prices_csv(prices) if prices is not None else None
-        result = planning.make_plan(loaded, catalog_spec=catalog, settings=settings, prices=overrides)
+        result = planning.make_plan(
+            loaded, catalog_spec=catalog, settings=settings, prices=overrides, bound=bound
+        )
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
