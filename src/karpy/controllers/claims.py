@@ -26,7 +26,17 @@ from karpy.core.scheduling import PlannedClaim
 from karpy.model import labels as wk
 from karpy.model.objects import NodeClaim, NodePool
 
-__all__ = ["REASON_ANNOTATION", "TERMINATION_FINALIZER", "claim_labels", "new_claim_object"]
+__all__ = [
+    "MANAGED_BY_ANNOTATION",
+    "MANAGED_BY_VALUE",
+    "REASON_ANNOTATION",
+    "TERMINATION_FINALIZER",
+    "claim_labels",
+    "new_claim_object",
+]
+
+MANAGED_BY_ANNOTATION = "karpy.sh/managed-by"  # the operator refuses to run beside NodeClaims without it
+MANAGED_BY_VALUE = "karpy"
 
 TERMINATION_FINALIZER = "karpenter.sh/termination"
 REASON_ANNOTATION = "karpy.sh/creation-reason"
@@ -57,6 +67,7 @@ def new_claim_object(planned: PlannedClaim, pool: NodePool, *, reason: str) -> d
         drift.HASH_ANNOTATION: drift.pool_hash(pool),
         drift.HASH_VERSION_ANNOTATION: drift.HASH_VERSION,
         REASON_ANNOTATION: reason,
+        MANAGED_BY_ANNOTATION: MANAGED_BY_VALUE,
     }
     claim = NodeClaim(
         name="",

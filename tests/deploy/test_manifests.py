@@ -1,0 +1,275 @@
+"""The install manifests: Kubernetes schemas, least-privilege RBAC, CRD schemas vs examples, dashboard."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import celpy
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from karpy.metrics import Metrics
+
+ROOT = Path(__file__).parents[2]
+DEPLOY = ROOT / "deploy"
+K8S_VERSION = "1.31"
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def manifests() -> list[Path]:
+    return sorted(p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def crd(kind: str) -> dict[str, Any]:
+    for path in (DEPLOY / "crds").glob("*.yaml"):
+        (doc,) = documents(path)
+        if doc["spec"]["names"]["kind"] == kind:
+            return dict(doc["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
+    raise LookupError(kind)
+
+
+@pytest.mark.parametrize("path", manifests(), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_manifest_validates_against_the_kubernetes_schemas(path: Path) -> None:
+    for doc in documents(path):
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+
+
+def test_the_kustomization_lists_every_manifest() -> None:
+    listed = set(documents(DEPLOY / "kustomization.yaml")[0]["resources"])
+    assert listed == {str(p.relative_to(DEPLOY)) for p in manifests()}
+
+
+def test_rbac_has_no_wildcards_and_exact_verbs() -> None:
+    rules = [
+        rule
+        for doc in documents(DEPLOY / "rbac.yaml")
+        if doc["kind"] in ("ClusterRole", "Role")
+        for rule in doc["rules"]
+    ]
+    assert rules
+    for rule in rules:
+        for field in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule.get(field, []), rule
+        assert not rule.get("nonResourceURLs")
+    verbs = {
+        (g, r): set(rule["verbs"]) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]
+    }
+    assert verbs[("", "pods/eviction")] == {"create"}
+    assert "create" not in verbs[("karpenter.sh", "nodepools")]
+    assert verbs[("coordination.k8s.io", "leases")] == {"get", "create", "update"}
+
+
+def test_the_deployment_is_hardened_and_elects_a_leader() -> None:
+    (deployment,) = documents(DEPLOY / "deployment.yaml")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "--leader-elect" in container["args"]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert re.search(r"^USER 65532", dockerfile, re.M) and "-slim" in dockerfile
+
+
+# -- CRD schemas against real objects --------------------------------------------------------------
+def _examples(kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    for folder in (ROOT / "examples", ROOT / "tests/data/upstream-examples"):
+        for path in sorted(folder.rglob("*.yaml")):
+            for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
+                if isinstance(doc, dict) and doc.get("kind") == kind:
+                    yield f"{path.relative_to(ROOT)}#{index}", doc
+
+
+def _cel_errors(schema: dict[str, Any], value: Any, where: str = "") -> list[str]:
+    """Evaluate the x-kubernetes-validations rules (not transition rules) with cel-python."""
+    out: list[str] = []
+    env = celpy.Environment()
+    for rule in schema.get("x-kubernetes-validations") or []:
+        if "oldSelf" in rule["rule"]:
+            continue  # transition rules need the previous object
+        program = env.program(env.compile(rule["rule"]))
+        if not bool(program.evaluate({"self": celpy.json_to_cel(value)})):
+            out.append(f"{where or '<root>'}: {rule['message']}")
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key in value:
+                out += _cel_errors(sub, value[key], f"{where}.{key}")
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key, sub_value in value.items():
+                if key not in (schema.get("properties") or {}):
+                    out += _cel_errors(extra, sub_value, f"{where}.{key}")
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            out += _cel_errors(schema["items"], item, f"{where}[{index}]")
+    return out
+
+
+def problems(kind: str, obj: dict[str, Any]) -> list[str]:
+    schema = crd(kind)
+    found = [
+        f"{'.'.join(map(str, e.path))}: {e.message}"
+        for e in jsonschema.Draft7Validator(schema).iter_errors(obj)
+    ]
+    return found + _cel_errors(schema, obj)
+
+
+NODE_POOLS = list(_examples("NodePool"))
+NODE_CLASSES = list(_examples("EC2NodeClass"))
+
+
+def test_there_are_examples_to_check() -> None:
+    assert len(NODE_POOLS) >= 20 and len(NODE_CLASSES) >= 20
+
+
+@pytest.mark.parametrize(("where", "doc"), NODE_POOLS, ids=[w for w, _ in NODE_POOLS])
+def test_every_example_nodepool_is_accepted(where: str, doc: dict[str, Any]) -> None:
+    assert problems("NodePool", doc) == []
+
+
+@pytest.mark.parametrize(("where", "doc"), NODE_CLASSES, ids=[w for w, _ in NODE_CLASSES])
+def test_every_example_ec2nodeclass_is_accepted(where: str, doc: dict[str, Any]) -> None:
+    assert problems("EC2NodeClass", doc) == []
+
+
+def _pool(**template_spec: Any) -> dict[str, Any]:
+    spec = {
+        "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+        "requirements": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64"]}],
+        **template_spec,
+    }
+    return {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "x"},
+        "spec": {"template": {"spec": spec}},
+    }
+
+
+MALFORMED_POOLS = {
+    "unknown operator": _pool(requirements=[{"key": "a", "operator": "Sometimes", "values": ["x"]}]),
+    "In without values (CEL)": _pool(requirements=[{"key": "a", "operator": "In", "values": []}]),
+    "Gt with a non-number count (CEL)": _pool(
+        requirements=[{"key": "a", "operator": "Gt", "values": ["1", "2"]}]
+    ),
+    "minValues above the values (CEL)": _pool(
+        requirements=[{"key": "a", "operator": "In", "values": ["x"], "minValues": 2}]
+    ),
+    "restricted hostname key (CEL)": _pool(
+        requirements=[{"key": "kubernetes.io/hostname", "operator": "In", "values": ["x"]}]
+    ),
+    "missing nodeClassRef": {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "metadata": {"name": "x"},
+        "spec": {"template": {"spec": {"requirements": []}}},
+    },
+    "bad expireAfter": _pool(expireAfter="30 days"),
+    "bad taint effect": _pool(taints=[{"key": "a", "effect": "Sometimes"}]),
+    "weight out of range": {**_pool(), "spec": {**_pool()["spec"], "weight": 0}},
+    "bad budget nodes": {
+        **_pool(),
+        "spec": {**_pool()["spec"], "disruption": {"budgets": [{"nodes": "lots"}]}},
+    },
+    "schedule without duration (CEL)": {
+        **_pool(),
+        "spec": {**_pool()["spec"], "disruption": {"budgets": [{"nodes": "1", "schedule": "@daily"}]}},
+    },
+    "bad consolidationPolicy": {
+        **_pool(),
+        "spec": {**_pool()["spec"], "disruption": {"consolidationPolicy": "Always"}},
+    },
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_POOLS))
+def test_malformed_nodepools_are_rejected(case: str) -> None:
+    assert problems("NodePool", MALFORMED_POOLS[case])
+
+
+def _node_class(**spec: Any) -> dict[str, Any]:
+    base = {
+        "role": "KarpenterNodeRole-demo",
+        "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        "securityGroupSelectorTerms": [{"tags": {"karpenter.sh/discovery": "demo"}}],
+        "amiSelectorTerms": [{"alias": "al2023@latest"}],
+    }
+    base.update(spec)
+    return {
+        "apiVersion": "karpenter.k8s.aws/v1",
+        "kind": "EC2NodeClass",
+        "metadata": {"name": "x"},
+        "spec": {k: v for k, v in base.items() if v is not None},
+    }
+
+
+MALFORMED_CLASSES = {
+    "no subnets": _node_class(subnetSelectorTerms=None),
+    "empty amiSelectorTerms": _node_class(amiSelectorTerms=[]),
+    "role and instanceProfile (CEL)": _node_class(instanceProfile="p"),
+    "alias mixed with other terms (CEL)": _node_class(
+        amiSelectorTerms=[{"alias": "al2023@latest"}, {"id": "ami-1"}]
+    ),
+    "no alias and no amiFamily (CEL)": _node_class(amiSelectorTerms=[{"id": "ami-123"}]),
+    "unknown amiFamily": _node_class(amiFamily="Gentoo"),
+    "restricted tag (CEL)": _node_class(tags={"karpenter.sh/nodepool": "x"}),
+    "bad httpTokens": _node_class(metadataOptions={"httpTokens": "sometimes"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_CLASSES))
+def test_malformed_ec2nodeclasses_are_rejected(case: str) -> None:
+    assert problems("EC2NodeClass", MALFORMED_CLASSES[case])
+
+
+def test_the_kwok_nodeclass_schema_accepts_a_registration_delay() -> None:
+    ok = {
+        "apiVersion": "karpenter.kwok.sh/v1alpha1",
+        "kind": "KWOKNodeClass",
+        "metadata": {"name": "d"},
+        "spec": {"nodeRegistrationDelay": "5s"},
+    }
+    assert problems("KWOKNodeClass", ok) == []
+    assert problems("KWOKNodeClass", {**ok, "spec": {"nodeRegistrationDelay": "soon"}})
+
+
+# -- the dashboard -------------------------------------------------------------------------------
+def _registry_names() -> set[str]:
+    names: set[str] = set()
+    for family in Metrics().registry.collect():
+        if family.type == "counter":
+            names |= {f"{family.name}_total", f"{family.name}_created"}
+        elif family.type == "histogram":
+            names |= {f"{family.name}_bucket", f"{family.name}_sum", f"{family.name}_count", family.name}
+        else:
+            names.add(family.name)
+    return names
+
+
+def test_every_metric_the_dashboard_queries_exists_in_karpys_registry() -> None:
+    dashboard = json.loads((DEPLOY / "grafana/karpy.json").read_text())
+    queried = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel["targets"]
+        for name in re.findall(r"\bkarpy_[a-z0-9_]+", target["expr"])
+    }
+    assert queried, "the dashboard queries no karpy metric"
+    assert queried - _registry_names() == set()
+
+
+def test_docs_metrics_lists_every_registered_metric() -> None:
+    text = (ROOT / "docs/metrics.md").read_text()
+    for family in Metrics().registry.collect():
+        assert f"`{family.name}" in text, family.name
