@@ -76,6 +76,16 @@ class Metrics:
         self.cluster_state_nodes = Gauge(
             "karpy_cluster_state_node_count", "Nodes in the cluster state", registry=r
         )
+        self.nodes = Gauge(
+            "karpy_nodes",
+            "Managed nodes by NodePool, instance type and capacity type",
+            ["nodepool", "instance_type", "capacity_type"],
+            registry=r,
+        )
+        self.pending_pods = Gauge("karpy_pods_pending", "Pods waiting for a node", registry=r)
+        self.pending_oldest_age = Gauge(
+            "karpy_pods_pending_oldest_age_seconds", "Age of the oldest pod waiting for a node", registry=r
+        )
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent); for tests and reports."""

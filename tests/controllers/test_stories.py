@@ -288,3 +288,26 @@ def test_cluster_gauges_follow_the_story() -> None:
     )
     assert metrics.value("karpy_cluster_cost_per_hour", {"nodepool": "default"}) == price
     assert metrics.value("karpy_pods_startup_duration_seconds_count") == 2
+
+
+def test_nodepool_status_counts_its_nodes_and_gauges_by_type() -> None:
+    story = Story()
+    story.workloads.set_deployment("web", "default", template=pod_template("web"), replicas=2)
+    story.run(90)
+    pool = story.world.kube.get("NodePool", "default")
+    node = story.nodes()[0]
+    assert pool["status"]["nodes"] == 1
+    assert pool["status"]["resources"]["cpu"] == node["status"]["capacity"]["cpu"]
+    labels = node["metadata"]["labels"]
+    assert (
+        story.world.ctx.metrics.value(
+            "karpy_nodes",
+            {
+                "nodepool": "default",
+                "instance_type": labels["node.kubernetes.io/instance-type"],
+                "capacity_type": labels["karpenter.sh/capacity-type"],
+            },
+        )
+        == 1
+    )
+    assert story.world.ctx.metrics.value("karpy_pods_pending") == 0

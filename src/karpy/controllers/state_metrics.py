@@ -1,8 +1,10 @@
 """Cluster-level gauges and pod startup durations, refreshed from the cluster state.
 
-``karpy_cluster_state_node_count``, ``karpy_cluster_cost_per_hour{nodepool}`` (the price of
-every launched NodeClaim's offering, from its instance type, zone and capacity-type labels)
-and ``karpy_pods_startup_duration_seconds`` (pod creation -> Running, observed once per pod).
+``karpy_cluster_state_node_count``, ``karpy_nodes{nodepool,instance_type,capacity_type}``,
+``karpy_cluster_cost_per_hour{nodepool}`` (the price of every launched NodeClaim's offering,
+from its instance type, zone and capacity-type labels), ``karpy_pods_pending`` and
+``karpy_pods_pending_oldest_age_seconds`` (unbound pods, DaemonSet pods excluded), and
+``karpy_pods_startup_duration_seconds`` (pod creation -> Running, observed once per pod).
 """
 
 from __future__ import annotations
@@ -45,6 +47,30 @@ class StateMetrics:
                 costs[pool.name] = costs.get(pool.name, 0.0) + min(prices)
         for pool_name, cost in sorted(costs.items()):
             metrics.cluster_cost.labels(nodepool=pool_name).set(cost)
+        counts: dict[tuple[str, str, str], int] = {}
+        for node in cluster.nodes.values():
+            owner = node.labels.get(labels.NODEPOOL)
+            if owner is None:
+                continue
+            group = (
+                owner,
+                node.labels.get(labels.INSTANCE_TYPE, ""),
+                node.labels.get(labels.CAPACITY_TYPE, ""),
+            )
+            counts[group] = counts.get(group, 0) + 1
+        metrics.nodes.clear()
+        for (owner, instance_type, capacity_type), count in sorted(counts.items()):
+            metrics.nodes.labels(
+                nodepool=owner, instance_type=instance_type, capacity_type=capacity_type
+            ).set(count)
+        now = self.ctx.now()
+        waiting = [
+            p
+            for p in cluster.pods.values()
+            if not p.node_name and not p.is_terminal() and not p.is_daemonset_pod()
+        ]
+        metrics.pending_pods.set(len(waiting))
+        metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
         for key in sorted(cluster.pods):
             pod = cluster.pods[key]
             if key in self._started or pod.phase != "Running" or pod.started is None:

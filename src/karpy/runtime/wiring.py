@@ -17,6 +17,7 @@ from karpy.controllers import (
     expiration,
     lifecycle,
     nodeclaim_status,
+    nodepool_status,
     orchestration,
     provisioning,
     state_metrics,
@@ -41,6 +42,7 @@ class Controllers:
     orchestrator: orchestration.Orchestrator
     termination: termination_mod.Termination
     state_metrics: state_metrics.StateMetrics
+    nodepool_status: nodepool_status.NodePoolStatus
 
     def all(self) -> list[object]:
         return [
@@ -52,6 +54,7 @@ class Controllers:
             self.disruption,
             self.orchestrator,
             self.state_metrics,
+            self.nodepool_status,
         ]
 
 
@@ -76,6 +79,7 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
         orchestrator=orchestrator,
         termination=termination_mod.Termination(ctx),
         state_metrics=state_metrics.StateMetrics(ctx),
+        nodepool_status=nodepool_status.NodePoolStatus(ctx),
     )
     for priority, controller in enumerate(controllers.all()):
         if controller is controllers.disruption and not disruption_enabled:
