@@ -1,6 +1,7 @@
 """Scheduling benchmark: time ``karpy.core.scheduling.solve()`` on the shapes of issue 4.
 
     python benchmarks/scheduling.py --shape SHAPE [--pods N] [--runs R] [--json OUT] [--profile]
+    python benchmarks/scheduling.py --table [--runs R]   # the standard set as one Markdown table
 
 Shapes (built exactly as issue 4 describes them; see ``benchmarks/README.md``):
 
@@ -478,11 +479,13 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()} {platform.machine()}"
 
 
-def _timed_solve(snapshot: Snapshot, pods: Sequence[Pod]) -> tuple[float, scheduling.Results]:
+def _timed_solve(snapshot: Snapshot, pods: Sequence[Pod]) -> tuple[float, float, scheduling.Results]:
+    """(wall seconds, CPU seconds of this process, results) of one solve."""
     gc.collect()
+    cpu = time.process_time()
     start = time.perf_counter()
     results = scheduling.solve(snapshot, pods)
-    return time.perf_counter() - start, results
+    return time.perf_counter() - start, time.process_time() - cpu, results
 
 
 def _profile(snapshot: Snapshot, pods: Sequence[Pod], top: int = 30) -> None:
@@ -502,10 +505,12 @@ def run(shape: str, n: int, runs: int, *, profile: bool = False) -> tuple[dict[s
     snapshot, pods = builder(n)
     build_seconds = time.perf_counter() - start
     seconds: list[float] = []
+    cpu_seconds: list[float] = []
     results: scheduling.Results | None = None
     for _ in range(runs):
-        elapsed, results = _timed_solve(snapshot, pods)
+        elapsed, cpu, results = _timed_solve(snapshot, pods)
         seconds.append(elapsed)
+        cpu_seconds.append(cpu)
     assert results is not None
     median = statistics.median(seconds)
     placed = results.placement()
@@ -516,6 +521,8 @@ def run(shape: str, n: int, runs: int, *, profile: bool = False) -> tuple[dict[s
         "pods_per_s": len(pods) / median if median > 0 else float("inf"),
         "median_seconds": median,
         "seconds": seconds,
+        "median_cpu_seconds": statistics.median(cpu_seconds),
+        "cpu_seconds": cpu_seconds,
         "nodeclaims": len(results.new_claims),
         "scheduled": len(placed),
         "scheduled_on_existing": len(results.existing),
@@ -542,6 +549,7 @@ def _print(report: dict[str, Any]) -> None:
     print(f"shape {report['shape']}: {report['pods']} pods, {report['runs']} run(s)")
     print(f"  solve       {report['median_seconds']:.3f} s median  (runs: {runs})")
     print(f"  throughput  {report['pods_per_s']:.0f} pods/s")
+    print(f"  CPU         {report['median_cpu_seconds']:.3f} s median (process time; other load excluded)")
     print(f"  NodeClaims  {report['nodeclaims']}")
     print(
         f"  pods        {report['scheduled']} scheduled"
@@ -555,11 +563,51 @@ def _print(report: dict[str, Any]) -> None:
         print(f"  first pod error: {report['first_error']}")
 
 
+# The standard set of ``--table``: (shape, pods, issue-4 target in pods/s or seconds).
+TABLE: tuple[tuple[str, int, str], ...] = (
+    ("upstream-diverse", 1000, "-"),
+    ("upstream-diverse", 5000, ">= 2,700 pods/s"),
+    ("upstream-diverse", 20000, ">= 2,000 pods/s"),
+    ("upstream-preferences", 4000, ">= 700 pods/s"),
+    ("existing-cluster", 2000, "< 2 s"),
+    ("aws-deployments", 10000, ">= 5,000 pods/s"),
+)
+
+
+def table(runs: int, cases: Sequence[tuple[str, int, str]] = TABLE) -> int:
+    """Run each case in its own process (so peak RSS is per case) and print one Markdown table."""
+    import subprocess
+    import tempfile
+
+    rows = []
+    for shape, n, target in cases:
+        with tempfile.NamedTemporaryFile(suffix=".json") as out:
+            cmd = [sys.executable, __file__, "--shape", shape, "--pods", str(n), "--runs", str(runs)]
+            subprocess.run([*cmd, "--json", out.name], check=False, capture_output=True)
+            with open(out.name, encoding="utf-8") as handle:
+                r = json.load(handle)
+        rows.append(
+            f"| {shape} | {n} | {r['median_seconds']:.2f} | {r['pods_per_s']:.0f} | "
+            f"{r['median_cpu_seconds']:.2f} | {n / r['median_cpu_seconds']:.0f} | {r['nodeclaims']} | "
+            f"{r['unschedulable']} | {r['peak_rss_mb']:.0f} | {target} |"
+        )
+        print(f"done: {shape} {n}", file=sys.stderr, flush=True)
+    print(f"median of {runs} run(s); {machine()}; Python {platform.python_version()}")
+    print(
+        "| shape | pods | wall s | pods/s | CPU s | pods/CPU-s | claims | unschedulable | RSS MB | target |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(row)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--shape", required=True, choices=sorted(SHAPES))
+    parser.add_argument("--shape", choices=sorted(SHAPES))
+    parser.add_argument("--table", action="store_true", help="run the standard set, print one table")
     parser.add_argument("--pods", type=int, help="pods to schedule (default: the shape's issue-4 size)")
     parser.add_argument("--runs", type=int, default=1, help="timed solves; the median is reported")
     parser.add_argument("--json", metavar="OUT", help="write the report as JSON to OUT")
@@ -567,6 +615,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
+    if args.table:
+        return table(args.runs)
+    if args.shape is None:
+        parser.error("--shape is required (or --table)")
     n = args.pods if args.pods is not None else SHAPES[args.shape][1]
     report, code = run(args.shape, n, args.runs, profile=args.profile)
     _print(report)

@@ -16,7 +16,17 @@ from dataclasses import dataclass
 
 from karpy.model import labels as labels_mod
 
-__all__ = ["DOES_NOT_EXIST", "EXISTS", "IN", "NOT_IN", "OPERATORS", "Requirement", "Requirements"]
+__all__ = [
+    "DOES_NOT_EXIST",
+    "EXISTS",
+    "IN",
+    "NEGATIVE_OPERATORS",
+    "NOT_IN",
+    "OPERATORS",
+    "Requirement",
+    "Requirements",
+    "pair_overlaps",
+]
 
 IN = "In"
 NOT_IN = "NotIn"
@@ -210,6 +220,10 @@ def _pair_overlaps(a: Requirement, b: Requirement) -> bool:
     return any(v not in complement.values and complement._within(v) for v in concrete.values)
 
 
+NEGATIVE_OPERATORS = _NEGATIVE_OPS
+pair_overlaps = _pair_overlaps
+
+
 class Requirements(Mapping[str, Requirement]):
     """An immutable map of label key to :class:`Requirement`."""
 
@@ -306,6 +320,14 @@ class Requirements(Mapping[str, Requirement]):
             errors.append(f'label "{key}" does not have known values')
         errors.extend(self.intersects(other))
         return errors
+
+    def undefined(self, other: Requirements, allow_undefined: frozenset[str] = frozenset()) -> bool:
+        """True when ``other`` needs a key this set does not define (see :meth:`compatible`)."""
+        for key, req in other._reqs.items():
+            if key in allow_undefined or key in self._reqs or req.operator in _NEGATIVE_OPS:
+                continue
+            return True
+        return False
 
     def is_compatible(self, other: Requirements, allow_undefined: frozenset[str] = frozenset()) -> bool:
         for key, req in other._reqs.items():

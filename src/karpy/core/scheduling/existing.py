@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.core.scheduling import daemons, podinfo
-from karpy.core.scheduling.nodeclaim import Unfit
+from karpy.core.scheduling.nodeclaim import Unfit, domain_key
 from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.topology import Topology, TopologyError
 from karpy.core.snapshot import StateNode
@@ -61,6 +61,7 @@ class ExistingNode:
     host_ports: list[HostPort] = field(default_factory=list)
     pods: list[Pod] = field(default_factory=list)
     under_consolidate_after: bool = False
+    _domains: dict[str, tuple[object, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -75,9 +76,10 @@ class ExistingNode:
         bound = [p for p in state.pods if not p.is_terminal()]
         used = total(podinfo.pod_requests(p) for p in bound)
         node_labels = state.labels
-        reqs = Requirements.from_labels(node_labels).add(Requirement.in_(labels.HOSTNAME, state.name))
+        label_reqs = Requirements.from_labels(node_labels)
+        reqs = label_reqs.add(Requirement.in_(labels.HOSTNAME, state.name))
         remaining_daemons = daemons.node_overhead(
-            daemonsets, taints=taints, node_labels=Requirements.from_labels(node_labels), bound=bound
+            daemonsets, taints=taints, node_labels=label_reqs, bound=bound
         )
         topology.register(labels.HOSTNAME, state.name)
         ports = [port for p in bound for port in p.host_ports]
@@ -97,34 +99,52 @@ class ExistingNode:
         return self.state.name
 
     def can_add(self, pod: Pod, data: PodData) -> Requirements:
+        """The node's requirements with ``pod`` added; raises :class:`Unfit` (``monotone`` when the
+        same pod would fail here for the rest of the solve: only topology can loosen)."""
         if self.under_consolidate_after and pod.node_name:
             raise Unfit(
-                "node is still inside its consolidateAfter window (consolidation moves no pods onto it)"
+                "node is still inside its consolidateAfter window (consolidation moves no pods onto it)",
+                monotone=True,
             )
         taint = first_untolerated(pod.tolerations, self.taints)
         if taint is not None:
-            raise Unfit(f"did not tolerate taint {taint}")
+            raise Unfit(lambda: f"did not tolerate taint {taint}", monotone=True)
         for port in pod.host_ports:
             if any(port.conflicts(used) for used in self.host_ports):
-                raise Unfit(f"host port {port.port}/{port.protocol} already used")
+                raise Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
         needed = self.requests + data.requests
         if not needed.fits(self.available):
-            raise Unfit("not enough " + ", ".join(needed.exceeding(self.available)))
-        errors = self.requirements.compatible(data.requirements)
-        if errors:
-            raise Unfit("incompatible requirements: " + "; ".join(errors))
-        try:
-            topo = self.topology.add_requirements(
-                pod, self.taints, data.strict, self.requirements, frozenset()
+            available = self.available
+            raise Unfit(lambda: "not enough " + ", ".join(needed.exceeding(available)), monotone=True)
+        node_reqs = self.requirements
+        if not node_reqs.is_compatible(data.requirements):
+            raise Unfit(
+                lambda: "incompatible requirements: " + "; ".join(node_reqs.compatible(data.requirements)),
+                monotone=not node_reqs.undefined(data.requirements),
             )
+        try:
+            topo = self.topology.add_requirements(pod, self.taints, data.strict, node_reqs, frozenset())
         except TopologyError as exc:
-            raise Unfit(exc.describe()) from None
-        errors = self.requirements.compatible(topo)
-        if errors:
-            raise Unfit("incompatible topology requirements: " + "; ".join(errors))
-        return self.requirements.union_with(topo)
+            raise Unfit(
+                exc.describe, monotone=exc.monotone, domains=(exc.group.key, exc.node_domains)
+            ) from None
+        if topo is node_reqs:
+            return node_reqs
+        if not node_reqs.is_compatible(topo):
+            raise Unfit(
+                lambda: "incompatible topology requirements: " + "; ".join(node_reqs.compatible(topo))
+            )
+        return node_reqs.union_with(topo)
+
+    def domain(self, key: str) -> tuple[object, ...]:
+        """This node's domains of ``key`` as a plain tuple (equal tuples: equal requirements)."""
+        found = self._domains.get(key)
+        if found is None:
+            found = self._domains[key] = domain_key(self.requirements.get_or_exists(key))
+        return found
 
     def add(self, pod: Pod, data: PodData, reqs: Requirements) -> None:
+        self._domains.clear()
         self.pods.append(pod)
         self.requests = self.requests + data.requests
         self.requirements = reqs

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from karpy.core.scheduling.daemons import DaemonOverhead
 from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.topology import Topology, TopologyError
+from karpy.core.scheduling.typeindex import Options, TypeIndex
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import HostPort, NodePool, Pod
@@ -29,17 +30,36 @@ __all__ = [
     "Template",
     "Unfit",
     "cheapest_price",
+    "domain_key",
     "filter_instance_types",
     "min_values_shortfall",
 ]
 
 
+FAST_FILTER = True  # False: narrow options with the reference ``filter_instance_types`` (tests)
+
+
 class Unfit(Exception):
     """The pod cannot join this node or NodeClaim; the message says why (built lazily)."""
 
-    def __init__(self, why: str | Callable[[], str]) -> None:
+    def __init__(
+        self,
+        why: str | Callable[[], str],
+        *,
+        monotone: bool = False,
+        resources: bool = False,
+        domains: tuple[str, Requirement] | None = None,
+    ) -> None:
         super().__init__()
         self._why = why
+        # a topology failure: (key, node domains); any place with the same domains for that key
+        # fails the same pod until a count changes
+        self.domains = domains
+        # monotone: this place will reject every pod with the same signature (and, when
+        # ``resources``, the same requests) for the rest of the solve: taints, host ports,
+        # requirement conflicts, used resources and anti-affinity counts only tighten.
+        self.monotone = monotone
+        self.resources = resources
 
     def __str__(self) -> str:
         if callable(self._why):
@@ -160,6 +180,11 @@ def _why_none(
     return "no instance type " + " or ".join(missing)
 
 
+def domain_key(req: Requirement) -> tuple[object, ...]:
+    """A requirement's allowed values as a hashable tuple (equal tuples: equal requirements)."""
+    return (req.complement, req.values, req.gte, req.lte, req.min_values)
+
+
 @dataclass(slots=True)
 class Template:
     pool: NodePool
@@ -169,87 +194,175 @@ class Template:
     labels: dict[str, str]
     taints: tuple[Taint, ...]
     startup_taints: tuple[Taint, ...]
+    index: TypeIndex | None = None  # arrays over ``instance_types``; None: the reference (slow) path
 
 
-@dataclass(slots=True)
+def _reference_narrow(
+    index: TypeIndex,
+    options: Options,
+    reqs: Requirements,
+    requests: Resources,
+    daemon: dict[str, DaemonOverhead],
+) -> Options:
+    kept, _ = filter_instance_types(index.select(options), reqs, requests=requests, daemon=daemon)
+    ids = {id(it) for it in kept}
+    return options[[id(index.types[i]) in ids for i in options.tolist()]]
+
+
+@dataclass(slots=True, eq=False)
 class ClaimInProgress:
+    """A NodeClaim being packed; ``options`` index ``template.index.types`` (catalog order kept)."""
+
     template: Template
     hostname: str
     requirements: Requirements
-    instance_types: list[InstanceType]
+    options: Options
     topology: Topology
     well_known: frozenset[str]
     pods: list[Pod] = field(default_factory=list)
     requests: Resources = EMPTY
     host_ports: list[HostPort] = field(default_factory=list)
+    _types: list[InstanceType] | None = None
+    _zones: tuple[Requirement | None, Requirement] | None = None
+    domain_memo: dict[tuple[str, int], tuple[object, ...]] = field(default_factory=dict)
 
     @classmethod
     def open(
         cls,
         template: Template,
         hostname: str,
-        instance_types: list[InstanceType],
+        options: Options,
         topology: Topology,
         well_known: frozenset[str],
     ) -> ClaimInProgress:
         reqs = template.requirements.add(Requirement.in_(labels.HOSTNAME, hostname))
-        return cls(template, hostname, reqs, instance_types, topology, well_known)
+        return cls(template, hostname, reqs, options, topology, well_known)
 
-    def can_add(self, pod: Pod, data: PodData) -> tuple[Requirements, list[InstanceType]]:
+    @property
+    def index(self) -> TypeIndex:
+        index = self.template.index
+        assert index is not None
+        return index
+
+    @property
+    def instance_types(self) -> list[InstanceType]:
+        """The current options as instance types (template order)."""
+        if self._types is None:
+            self._types = self.index.select(self.options)
+        return self._types
+
+    def can_add(self, pod: Pod, data: PodData) -> tuple[Requirements, Options]:
+        """The claim's requirements and options with ``pod`` added; raises :class:`Unfit`."""
         taint = first_untolerated(pod.tolerations, self.template.taints)
         if taint is not None:
-            raise Unfit(f"did not tolerate taint {taint}")
-        port = _ports_conflict(pod.host_ports, self.host_ports)
+            raise Unfit(lambda: f"did not tolerate taint {taint}", monotone=True)
+        port = _ports_conflict(pod.host_ports, self.host_ports) if pod.host_ports else None
         if port is not None:
-            raise Unfit(f"host port {port.port}/{port.protocol} already used on this node")
-        errors = self.requirements.compatible(data.requirements, self.well_known)
-        if errors:
-            raise Unfit("incompatible requirements: " + "; ".join(errors))
-        reqs = self.requirements.union_with(data.requirements)
+            raise Unfit(
+                lambda: f"host port {port.port}/{port.protocol} already used on this node", monotone=True
+            )
+        claim_reqs, well_known = self.requirements, self.well_known
+        if not claim_reqs.is_compatible(data.requirements, well_known):
+            raise Unfit(
+                lambda: (
+                    "incompatible requirements: "
+                    + "; ".join(claim_reqs.compatible(data.requirements, well_known))
+                ),
+                monotone=not claim_reqs.undefined(data.requirements, well_known),
+            )
+        reqs = claim_reqs.union_with(data.requirements)
         if self.topology.constrains(pod, labels.ZONE):
             # karpy: a zonal topology may only pick zones this claim's options are offered in
             # (upstream picks among all domains, then fails the pool when the zone is unreachable)
-            reqs = reqs.add(self._reachable_zones(reqs))
+            reqs = reqs.add(self._reachable_zones(reqs.get(labels.CAPACITY_TYPE)))
         try:
-            topo = self.topology.add_requirements(
-                pod, self.template.taints, data.strict, reqs, self.well_known
-            )
+            topo = self.topology.add_requirements(pod, self.template.taints, data.strict, reqs, well_known)
         except TopologyError as exc:
-            raise Unfit(exc.describe()) from None
-        errors = reqs.compatible(topo, self.well_known)
-        if errors:
-            raise Unfit("incompatible topology requirements: " + "; ".join(errors))
-        reqs = reqs.union_with(topo)
-        its, reason = filter_instance_types(
-            self.instance_types,
-            reqs,
-            requests=self.requests + data.requests,
-            daemon=self.template.daemon,
-            pod_ports=pod.host_ports,
-        )
-        if reason is not None:
-            raise Unfit(reason)
+            raise Unfit(
+                exc.describe, monotone=exc.monotone, domains=(exc.group.key, exc.node_domains)
+            ) from None
+        if topo is not reqs:
+            if not reqs.is_compatible(topo, well_known):
+                base = reqs
+                raise Unfit(
+                    lambda: (
+                        "incompatible topology requirements: " + "; ".join(base.compatible(topo, well_known))
+                    )
+                )
+            reqs = reqs.union_with(topo)
+        requests = self.requests + data.requests
+        options = self._narrow(reqs, requests, pod.host_ports)
+        if len(options) == 0:
+            current, daemon, index = self.instance_types, self.template.daemon, self.index
+            raise Unfit(
+                lambda: _why_none(current, reqs, requests=requests, daemon=daemon, pod_ports=pod.host_ports),
+                # no option fits the requests at all: more pods and fewer options will not fit either
+                monotone=index.usable and not index.fits_mask(self.options, requests).any(),
+                resources=True,
+            )
         if reqs.has_min_values():
-            shortfall = min_values_shortfall(order_by_price(its, reqs), reqs)
+            its = self.index.select(self.index.order_by_price(options, reqs))
+            shortfall = min_values_shortfall(its, reqs)
             if shortfall is not None:
                 raise Unfit(shortfall)
-        return reqs, its
+        return reqs, options
 
-    def _reachable_zones(self, reqs: Requirements) -> Requirement:
-        capacity_type = reqs.get(labels.CAPACITY_TYPE)
-        zones = {
-            o.zone
-            for it in self.instance_types
-            for o in it.offerings
-            if o.available and (capacity_type is None or capacity_type.has(o.capacity_type))
-        }
-        return Requirement(labels.ZONE, False, frozenset(zones))
+    def domain_key(self, key: str, pod: Pod, data: PodData) -> tuple[object, ...]:
+        """What ``can_add`` hands the topology as this claim's domains of ``key`` for ``pod``, as a
+        plain tuple (memoized per pod signature until the claim changes)."""
+        memo = (key, id(data.signature))  # the solver interns signatures (one tuple each)
+        cached = self.domain_memo.get(memo)
+        if cached is None:
+            r = self._node_domains(key, pod, data)
+            cached = self.domain_memo[memo] = domain_key(r)
+        return cached
 
-    def add(self, pod: Pod, data: PodData, reqs: Requirements, its: list[InstanceType]) -> None:
+    def _node_domains(self, key: str, pod: Pod, data: PodData) -> Requirement:
+        domains = self.requirements.get_or_exists(key)
+        wanted = data.requirements.get(key)
+        if wanted is not None:
+            domains = wanted.intersection(domains) if key in self.requirements else wanted
+        if key == labels.ZONE and self.topology.constrains(pod, labels.ZONE):
+            capacity_type = self.requirements.get(labels.CAPACITY_TYPE)
+            pod_ct = data.requirements.get(labels.CAPACITY_TYPE)
+            if pod_ct is not None:
+                capacity_type = pod_ct if capacity_type is None else pod_ct.intersection(capacity_type)
+            zones = self._reachable_zones(capacity_type)
+            domains = zones.intersection(domains) if key in self.requirements or wanted else zones
+        return domains
+
+    def _reachable_zones(self, capacity_type: Requirement | None) -> Requirement:
+        cached = self._zones
+        if cached is None or cached[0] != capacity_type:
+            zones = self.index.zones_of(self.options, capacity_type)
+            cached = (capacity_type, Requirement(labels.ZONE, False, zones))
+            self._zones = cached
+        return cached[1]
+
+    def _narrow(self, reqs: Requirements, requests: Resources, pod_ports: Sequence[HostPort]) -> Options:
+        index = self.index
+        if not index.usable or not FAST_FILTER:
+            return _reference_narrow(index, self.options, reqs, requests, self.template.daemon)
+        options = index.narrow(self.options, reqs, requests)
+        if pod_ports and index.has_ports and len(options):
+            daemon = self.template.daemon
+            blocked = [
+                (o := daemon.get(index.types[i].name)) is not None
+                and _ports_conflict(pod_ports, o.host_ports) is not None
+                for i in options.tolist()
+            ]
+            options = options[[not b for b in blocked]]
+        return options
+
+    def add(self, pod: Pod, data: PodData, reqs: Requirements, options: Options) -> None:
         self.pods.append(pod)
-        self.instance_types = its
+        if options is not self.options:
+            self.options = options
+            self._types = None
+            self._zones = None
         self.requests = self.requests + data.requests
         self.requirements = reqs
+        self.domain_memo.clear()
         self.topology.register(labels.HOSTNAME, self.hostname)
         self.topology.record(pod, self.template.taints, reqs, self.well_known)
         self.host_ports.extend(pod.host_ports)

@@ -16,7 +16,7 @@ from karpy.model.objects import Pod
 from karpy.model.requirements import Requirements
 from karpy.model.resources import PODS, Resources
 
-__all__ = ["PodData", "pod_data", "pod_requests", "strict_requirements", "validate"]
+__all__ = ["PodData", "pod_data", "pod_requests", "signature", "strict_requirements", "validate"]
 
 _ONE_POD = Resources({PODS: 1})
 
@@ -26,6 +26,30 @@ class PodData:
     requirements: Requirements
     strict: Requirements
     requests: Resources
+    signature: tuple[object, ...] = ()  # see :func:`signature`
+
+
+def signature(pod: Pod) -> tuple[object, ...]:
+    """Everything of a pending pod's spec that scheduling reads, except its requests.
+
+    Two pods with equal signatures derive the same requirements, tolerate the same taints,
+    use the same host ports, own the same topology groups and are selected by the same ones.
+    """
+    return (
+        pod.namespace,
+        tuple(sorted(pod.labels.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.required_terms,
+        pod.preferred_terms,
+        pod.tolerations,
+        pod.host_ports,
+        pod.spread,
+        pod.affinity,
+        pod.affinity_preferred,
+        pod.anti_affinity,
+        pod.anti_affinity_preferred,
+        bool(pod.node_name),
+    )
 
 
 def pod_requests(pod: Pod) -> Resources:
@@ -46,7 +70,7 @@ def pod_data(pod: Pod, *, respect_preferences: bool = True) -> PodData:
     if respect_preferences and pod.preferred_terms:
         heaviest = max(pod.preferred_terms, key=lambda t: t.weight)
         reqs = Requirements(heaviest.term.requirements).union_with(strict)
-    return PodData(reqs, strict, pod_requests(pod))
+    return PodData(reqs, strict, pod_requests(pod), signature(pod))
 
 
 def validate(pod: Pod, well_known: frozenset[str]) -> str | None:

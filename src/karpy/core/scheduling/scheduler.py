@@ -9,37 +9,50 @@ fits nowhere has its soft constraints relaxed one step at a time
 with its original spec, and the solve ends after a full pass without progress.
 NodePool limits shrink the instance-type options of new claims (pessimistically by the
 largest option). Pure: no clock, no I/O.
+
+Fast paths (issue 4; each gives exactly the one-by-one result, which ``FAST_PATHS = False``
+restores for the equivalence tests): pods with the same signature and requests share their
+:class:`PodData`; a place that rejected a pod *for good* (``Unfit.monotone``: taints, host
+ports, requirement conflicts, resources, anti-affinity, hostname spread) is skipped by its
+identical siblings; within one pod, places with the same topology domains as one that failed
+the topology are skipped; an identical pod that failed with nothing placed since fails the
+same way; the claim order is kept in buckets (:mod:`~karpy.core.scheduling.claimorder`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo, preferences
+from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import ExistingNode
+from karpy.core.scheduling.finalize import Finalizer
+from karpy.core.scheduling.limits import max_capacity, pool_usage, within_limits
 from karpy.core.scheduling.nodeclaim import (
     ClaimInProgress,
     Template,
     Unfit,
+    domain_key,
     filter_instance_types,
-    min_values_shortfall,
-    order_by_price,
 )
 from karpy.core.scheduling.podinfo import PodData
-from karpy.core.scheduling.results import PlannedClaim, PodError, Results
+from karpy.core.scheduling.results import PodError, Results
 from karpy.core.scheduling.topology import Topology, build_domain_groups
-from karpy.core.snapshot import Snapshot, StateNode
+from karpy.core.scheduling.typeindex import TypeIndex
+from karpy.core.snapshot import Snapshot
 from karpy.model import labels
-from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod
-from karpy.model.requirements import Requirement, Requirements
-from karpy.model.resources import CPU, MEMORY, Resources, total
+from karpy.model.requirements import Requirements
+from karpy.model.resources import CPU, MEMORY, Resources
 from karpy.model.taints import PREFER_NO_SCHEDULE
 
-__all__ = ["order_pools", "queue_order", "solve"]
+__all__ = ["FAST_PATHS", "order_pools", "queue_order", "solve"]
+
+FAST_PATHS = True  # False: try every place one by one (the reference path the property tests compare)
 
 
 def queue_order(pods: Sequence[Pod]) -> list[Pod]:
@@ -54,31 +67,6 @@ def order_pools(pools: Sequence[NodePool]) -> list[NodePool]:
     """Weight descending; ties by name descending (upstream ``OrderByWeight``)."""
     by_name = sorted(pools, key=lambda p: p.name, reverse=True)
     return sorted(by_name, key=lambda p: -p.weight)
-
-
-def _pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
-    used: list[Resources] = []
-    for node in nodes:
-        if node.node_pool != pool.name:
-            continue
-        capacity = node.node.capacity if node.node is not None and node.node.capacity else node.allocatable
-        if node.claim is not None and node.claim.capacity:
-            capacity = node.claim.capacity
-        used.append(capacity + Resources({"nodes": 1}))
-    return total(used)
-
-
-def _max_capacity(its: Sequence[InstanceType]) -> Resources:
-    out = Resources()
-    for it in its:
-        out = out.max(it.capacity)
-    return out
-
-
-def _within_limits(it: InstanceType, remaining: dict[str, int] | None) -> bool:
-    if remaining is None:
-        return True
-    return all(it.capacity.get(name, 0) <= left for name, left in remaining.items() if name in it.capacity)
 
 
 @dataclass(slots=True)
@@ -138,10 +126,18 @@ class _Solver:
             if pool.limits is None:
                 self.remaining[pool.name] = None
             else:
-                used = _pool_usage(pool, snapshot.nodes)
+                used = pool_usage(pool, snapshot.nodes)
                 self.remaining[pool.name] = {k: v - used.get(k, 0) for k, v in pool.limits.items()}
-        self.claims: list[ClaimInProgress] = []
+        self.order: ClaimOrder[ClaimInProgress] = ClaimOrder(lambda c: len(c.pods), reference=not FAST_PATHS)
+        self.rejected = Rejections()
+        self.finalizer = Finalizer(self.max_types)
+        self.placed = 0  # successful placements so far: any state change
+        self.failures: dict[object, tuple[int, dict[str, str], tuple[str, ...], int]] = {}
+        self.live: dict[object, tuple[int, dict[int, ClaimInProgress]]] = {}
+        self.existing_scan: dict[object, list[object]] = {}
         self.data: dict[str, PodData] = {}
+        self.data_by_spec: dict[object, PodData] = {}
+        self.specs: dict[tuple[object, ...], tuple[object, ...]] = {}
         self.seq = 0
 
     def _template(self, pool: NodePool) -> Template:
@@ -159,40 +155,167 @@ class _Solver:
             well_known=self.well_known,
         )
         kept, _ = filter_instance_types(its, reqs, requests=Resources(), daemon={})
-        return Template(pool, reqs, kept, overhead, template_labels, pool.taints, pool.startup_taints)
+        index = TypeIndex(kept, overhead)
+        return Template(pool, reqs, kept, overhead, template_labels, pool.taints, pool.startup_taints, index)
 
     def pod_data(self, pod: Pod) -> PodData:
         uid = Topology.uid(pod)
         data = self.data.get(uid)
         if data is None:
-            data = podinfo.pod_data(pod, respect_preferences=self.respect)
+            spec = podinfo.signature(pod)
+            spec = self.specs.setdefault(spec, spec)  # one tuple per signature: ids are keys
+            key = (spec, pod.requests)
+            data = self.data_by_spec.get(key)
+            if data is None:
+                data = dataclasses.replace(
+                    podinfo.pod_data(pod, respect_preferences=self.respect), signature=spec
+                )
+                self.data_by_spec[key] = data
             self.data[uid] = data
         return data
 
-    def add(self, pod: Pod, reasons: dict[str, str]) -> bool:
-        data = self.pod_data(pod)
-        existing_reasons: list[str] = []
-        for node in self.existing:
+    def _on_existing(self, pod: Pod, data: PodData, reasons: dict[str, str]) -> bool:
+        """First fit over existing nodes, skipping those that rejected this signature for good."""
+        nodes = self.existing
+        scan = self.existing_scan.get((data.signature, data.requests))
+        if scan is None:
+            scan = self.existing_scan[(data.signature, data.requests)] = [0, set()]
+        start: int = scan[0]  # type: ignore[assignment]
+        dead: set[int] = scan[1]  # type: ignore[assignment]
+        failed = start
+        first: int | None = 0 if start else None
+        first_text = ""
+        prefix = True
+        # topology verdicts of this call (no count changes): key -> node domains (ExistingNode.domain)
+        blocked: dict[str, set[tuple[object, ...]]] = {}
+        for i in range(start, len(nodes)):
+            node = nodes[i]
+            if i in dead:
+                failed += 1
+                if first is None:
+                    first = i
+                if prefix:
+                    scan[0] = i + 1
+                continue
+            if blocked and any(node.domain(k) in d for k, d in blocked.items()):
+                failed += 1
+                if first is None:
+                    first = i
+                prefix = False
+                continue
             try:
                 reqs = node.can_add(pod, data)
             except Unfit as exc:
-                existing_reasons.append(f"{node.name}: {exc}")
+                failed += 1
+                if first is None:
+                    first, first_text = i, f"{node.name}: {exc}"
+                if exc.monotone and FAST_PATHS:
+                    dead.add(i)
+                    if prefix:
+                        scan[0] = i + 1
+                else:
+                    prefix = False
+                    if exc.domains is not None and FAST_PATHS:
+                        key = exc.domains[0]
+                        blocked.setdefault(key, set()).add(node.domain(key))
                 continue
             node.add(pod, data, reqs)
             return True
-        if existing_reasons:
+        if first is not None:
+            if not first_text:
+                first_text = f"{nodes[first].name}: {self._why_existing(nodes[first], pod, data)}"
             reasons["existing nodes"] = (
-                existing_reasons[0]
-                if len(existing_reasons) == 1
-                else (f"{len(existing_reasons)} nodes did not fit, e.g. {existing_reasons[0]}")
+                first_text if failed == 1 else f"{failed} nodes did not fit, e.g. {first_text}"
             )
-        self.claims.sort(key=lambda c: len(c.pods))
-        for claim in self.claims:
-            try:
-                reqs, its = claim.can_add(pod, data)
-            except Unfit:
+        return False
+
+    @staticmethod
+    def _why_existing(node: ExistingNode, pod: Pod, data: PodData) -> str:
+        try:
+            node.can_add(pod, data)
+        except Unfit as exc:
+            return str(exc)
+        raise AssertionError(f"{node.name} was recorded as rejecting {pod.key}")
+
+    def _on_claims(self, pod: Pod, data: PodData) -> bool:
+        """The claims opened in this solve, fewest pods first; skips known rejections."""
+        by_spec = self.rejected.of(data.signature)
+        by_requests = self.rejected.of((data.signature, data.requests))
+        candidates: Iterable[ClaimInProgress]
+        live = self._live(data.signature, by_spec)
+        if live is None:
+            candidates = self.order.ordered()
+        elif not live:
+            return False  # every claim rejects pods like this one for good
+        elif len(live) * 8 < self.order.count:
+            self.order.settle()
+            candidates = sorted(live.values(), key=self.order.key)
+        else:
+            candidates = self.order.ordered()
+        # topology verdicts of this call (no count changes): key -> failed domains (as domain_key)
+        blocked: dict[str, set[tuple[object, ...]]] = {}
+        spec_id = id(data.signature)
+        for claim in candidates:
+            key = id(claim)
+            if key in by_spec or key in by_requests:
                 continue
-            claim.add(pod, data, reqs, its)
+            if blocked and self._blocked(claim, blocked, spec_id, pod, data):
+                continue
+            try:
+                reqs, options = claim.can_add(pod, data)
+            except Unfit as exc:
+                if exc.monotone and FAST_PATHS:
+                    (by_requests if exc.resources else by_spec).add(key)
+                    if live is not None and not exc.resources:
+                        live.pop(key, None)
+                elif exc.domains is not None and FAST_PATHS:
+                    blocked.setdefault(exc.domains[0], set()).add(domain_key(exc.domains[1]))
+                continue
+            before = len(claim.pods)
+            claim.add(pod, data, reqs, options)
+            self.order.grew(claim, before)
+            return True
+        return False
+
+    @staticmethod
+    def _blocked(
+        claim: ClaimInProgress,
+        blocked: dict[str, set[tuple[object, ...]]],
+        spec_id: int,
+        pod: Pod,
+        data: PodData,
+    ) -> bool:
+        memo = claim.domain_memo
+        for k, failed in blocked.items():
+            domains = memo.get((k, spec_id))
+            if domains is None:
+                domains = claim.domain_key(k, pod, data)
+            if domains in failed:
+                return True
+        return False
+
+    def _live(self, spec: object, dead: set[int]) -> dict[int, ClaimInProgress] | None:
+        """The claims not (yet) known to reject ``spec`` for good; None on the reference path."""
+        if not FAST_PATHS:
+            return None
+        state = self.live.get(spec)
+        if state is None:
+            state = self.live[spec] = (0, {})
+        seen, live = state
+        created = self.order.created
+        if seen < len(created):
+            for claim in created[seen:]:
+                if id(claim) not in dead:
+                    live[id(claim)] = claim
+            self.live[spec] = (len(created), live)
+        return live
+
+    def add(self, pod: Pod, reasons: dict[str, str]) -> bool:
+        data = self.pod_data(pod)
+        self.topology.forget()
+        if self._on_existing(pod, data, reasons):
+            return True
+        if self._on_claims(pod, data):
             return True
         for template in self.templates:
             pool = template.pool
@@ -201,29 +324,34 @@ class _Solver:
             if remaining is not None and remaining.get("nodes", 1) <= 0:
                 reasons[where] = "would exceed NodePool limit nodes"
                 continue
-            its = [it for it in template.instance_types if _within_limits(it, remaining)]
+            index = template.index
+            assert index is not None
+            if remaining is None:
+                options = index.all
+            else:
+                options = index.all[[within_limits(it, remaining) for it in index.types]]
             if not template.instance_types:
                 reasons[where] = "no instance type is compatible with the NodePool's requirements"
                 continue
-            if not its:
+            if len(options) == 0:
                 reasons[where] = self._limit_reason(template, pod, data, remaining)
                 continue
             self.seq += 1
             claim = ClaimInProgress.open(
-                template, f"{pool.name}-{self.seq:05d}", its, self.topology, self.well_known
+                template, f"{pool.name}-{self.seq:05d}", options, self.topology, self.well_known
             )
             try:
                 reqs, kept = claim.can_add(pod, data)
             except Unfit as exc:
-                if len(its) < len(template.instance_types):
+                if len(options) < len(template.instance_types):
                     reasons[where] = self._limit_reason(template, pod, data, remaining, str(exc))
                 else:
                     reasons[where] = str(exc)
                 continue
             claim.add(pod, data, reqs, kept)
-            self.claims.append(claim)
+            self.order.opened(claim)
             if remaining is not None:
-                spent = _max_capacity(kept) + Resources({"nodes": 1})
+                spent = max_capacity(index.select(kept)) + Resources({"nodes": 1})
                 self.remaining[pool.name] = {k: v - spent.get(k, 0) for k, v in remaining.items()}
             return True
         return False
@@ -237,8 +365,9 @@ class _Solver:
         otherwise: str = "",
     ) -> str:
         """Why a pool failed when its limits removed options: the limit, unless the pod fails anyway."""
+        assert template.index is not None
         probe = ClaimInProgress.open(
-            template, "limit-probe", template.instance_types, self.topology, self.well_known
+            template, "limit-probe", template.index.all, self.topology, self.well_known
         )
         try:
             probe.can_add(pod, data)
@@ -255,16 +384,27 @@ class _Solver:
         return "would exceed NodePool limit " + ", ".join(over)
 
     def try_schedule(self, pod: Pod) -> tuple[bool, dict[str, str], list[str]]:
+        data = self.pod_data(pod)
+        memo = (data.signature, data.requests)
+        known = self.failures.get(memo)
+        if known is not None and known[0] == self.placed and FAST_PATHS:
+            # An identical pod failed and nothing was placed since: it fails the same way (and
+            # would have opened, and dropped, as many NodeClaim names).
+            self.seq += known[3]
+            return False, dict(known[1]), list(known[2])
+        seq = self.seq
         steps: list[str] = []
         current = pod
         while True:
             reasons: dict[str, str] = {}
             if self.add(current, reasons):
+                self.placed += 1
                 return True, reasons, steps
             relaxed = preferences.relax(current, prefer_no_schedule_pools=self.prefer_no_schedule_pools)
             if relaxed is None:
                 if not reasons:
                     reasons["nodepools"] = "no NodePool can launch nodes"
+                self.failures[memo] = (self.placed, dict(reasons), tuple(steps), self.seq - seq)
                 return False, reasons, steps
             current, step = relaxed
             steps.append(step)
@@ -300,8 +440,8 @@ class _Solver:
             for pod in node.pods:
                 existing[pod.key] = node.name
         claims = []
-        for claim in self.claims:
-            planned = self._finalize(claim)
+        for claim in self.order.final():
+            planned = self.finalizer.finalize(claim)
             if isinstance(planned, str):
                 for pod in claim.pods:
                     errors[Topology.uid(pod)] = PodError(
@@ -311,36 +451,6 @@ class _Solver:
                 claims.append(planned)
         ordered_errors = sorted(errors.values(), key=lambda e: (e.pod.namespace, e.pod.name))
         return Results(tuple(claims), existing, tuple(ordered_errors), relaxations)
-
-    def _finalize(self, claim: ClaimInProgress) -> PlannedClaim | str:
-        reqs = claim.requirements.without(labels.HOSTNAME)
-        its = order_by_price(claim.instance_types, reqs)[: self.max_types]
-        if reqs.has_min_values():
-            shortfall = min_values_shortfall(its, reqs)
-            if shortfall is not None:
-                return f"NodePool couldn't meet minValues requirements after truncation ({shortfall})"
-        type_req = reqs.get(labels.INSTANCE_TYPE)
-        min_values = type_req.min_values if type_req is not None else None
-        reqs = reqs.add(
-            Requirement(labels.INSTANCE_TYPE, False, frozenset(it.name for it in its), min_values=min_values)
-        )
-        capacity_types = sorted(
-            {o.capacity_type for it in its for o in it.offerings if o.available and o.compatible(reqs)}
-        )
-        reqs = reqs.add(Requirement(labels.CAPACITY_TYPE, False, frozenset(capacity_types)))
-        daemon = [claim.template.daemon[it.name].requests for it in its if it.name in claim.template.daemon]
-        smallest = min(daemon, key=lambda r: (r.get(CPU), r.get(MEMORY))) if daemon else Resources()
-        return PlannedClaim(
-            name=claim.hostname,
-            node_pool=claim.template.pool.name,
-            requirements=reqs,
-            instance_types=tuple(its),
-            pods=tuple(claim.pods),
-            requests=claim.requests + smallest,
-            labels=dict(claim.template.labels),
-            taints=claim.template.taints,
-            startup_taints=claim.template.startup_taints,
-        )
 
 
 def solve(snapshot: Snapshot, pods: Sequence[Pod] | None = None, *, consolidation: bool = False) -> Results:

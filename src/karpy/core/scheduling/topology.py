@@ -12,259 +12,41 @@ existing nodes. Used by :mod:`karpy.core.scheduling.scheduler`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
+from karpy.core.scheduling.podinfo import signature
+from karpy.core.scheduling.topogroups import (
+    AFFINITY,
+    ANTI_AFFINITY,
+    BIG,
+    SPREAD,
+    DomainGroup,
+    NodeFilter,
+    TopologyError,
+    TopologyGroup,
+    build_domain_groups,
+)
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
-from karpy.model.catalog import InstanceType
-from karpy.model.objects import NodePool, Pod, PodAffinityTerm
+from karpy.model.objects import Pod, PodAffinityTerm
 from karpy.model.requirements import Requirement, Requirements
 from karpy.model.selectors import LabelSelector
-from karpy.model.taints import Taint, Toleration, first_untolerated
+from karpy.model.taints import Taint
 
-__all__ = ["AFFINITY", "ANTI_AFFINITY", "SPREAD", "NodeFilter", "Topology", "TopologyError", "TopologyGroup"]
+__all__ = [
+    "AFFINITY",
+    "ANTI_AFFINITY",
+    "SPREAD",
+    "DomainGroup",
+    "NodeFilter",
+    "Topology",
+    "TopologyError",
+    "TopologyGroup",
+    "build_domain_groups",
+    "signature",
+]
 
-SPREAD = "topology spread"
-AFFINITY = "pod affinity"
-ANTI_AFFINITY = "pod anti-affinity"
-_BIG = 1 << 31
-
-
-class TopologyError(Exception):
-    """A topology constraint leaves no domain for the pod on this node."""
-
-    def __init__(self, group: TopologyGroup, pod_domains: Requirement, node_domains: Requirement) -> None:
-        self.group = group
-        self.pod_domains = pod_domains
-        self.node_domains = node_domains
-        super().__init__(self.describe())
-
-    def describe(self) -> str:
-        group = self.group
-        counts = ", ".join(f"{d}: {c}" for d, c in sorted(group.domains.items())[:8])
-        more = " ..." if len(group.domains) > 8 else ""
-        if group.kind == SPREAD:
-            return (
-                f"topology spread {group.key}: maxSkew {group.max_skew} leaves no allowed domain "
-                f"among {_domains_text(self.node_domains)} (counts {{{counts}{more}}})"
-            )
-        among = _domains_text(self.node_domains)
-        return f"{group.kind} {group.key}: no allowed domain among {among} (counts {{{counts}{more}}})"
-
-
-def _domains_text(req: Requirement) -> str:
-    if req.complement:
-        return "any domain" if not req.values else f"domains other than {sorted(req.values)}"
-    return str(sorted(req.values))
-
-
-@dataclass(frozen=True, slots=True)
-class NodeFilter:
-    """Which nodes count for a spread (``nodeAffinityPolicy`` / ``nodeTaintsPolicy``)."""
-
-    terms: tuple[Requirements, ...] = ()
-    tolerations: tuple[Toleration, ...] = ()
-    honor_taints: bool = False
-    honor_affinity: bool = True
-    active: bool = False
-
-    @classmethod
-    def for_pod(cls, pod: Pod, *, taints_policy: str, affinity_policy: str) -> NodeFilter:
-        selector = Requirements.from_labels(pod.node_selector)
-        if pod.required_terms:
-            terms = tuple(selector.add(*term.requirements) for term in pod.required_terms)
-        else:
-            terms = (selector,)
-        return cls(
-            terms=terms,
-            tolerations=pod.tolerations,
-            honor_taints=taints_policy == "Honor",
-            honor_affinity=affinity_policy != "Ignore",
-            active=True,
-        )
-
-    def matches(self, taints: Sequence[Taint], reqs: Requirements, allow_undefined: frozenset[str]) -> bool:
-        if not self.active:
-            return True
-        if self.honor_taints and first_untolerated(self.tolerations, taints) is not None:
-            return False
-        if not self.honor_affinity:
-            return True
-        return any(reqs.is_compatible(term, allow_undefined) for term in self.terms)
-
-
-@dataclass(eq=False, slots=True)
-class TopologyGroup:
-    kind: str
-    key: str
-    namespaces: frozenset[str]
-    selector: LabelSelector | None
-    max_skew: int = _BIG
-    min_domains: int | None = None
-    node_filter: NodeFilter = field(default_factory=NodeFilter)
-    domains: dict[str, int] = field(default_factory=dict)
-    empty: set[str] = field(default_factory=set)
-    owners: set[str] = field(default_factory=set)
-
-    def selects(self, pod: Pod) -> bool:
-        return (
-            self.selector is not None
-            and pod.namespace in self.namespaces
-            and self.selector.matches(pod.labels)
-        )
-
-    def counts(
-        self, pod: Pod, taints: Sequence[Taint], reqs: Requirements, allow_undefined: frozenset[str]
-    ) -> bool:
-        return self.selects(pod) and self.node_filter.matches(taints, reqs, allow_undefined)
-
-    def record(self, *domains: str) -> None:
-        for domain in domains:
-            self.domains[domain] = self.domains.get(domain, 0) + 1
-            self.empty.discard(domain)
-
-    def register(self, *domains: str) -> None:
-        for domain in domains:
-            if domain not in self.domains:
-                self.domains[domain] = 0
-                self.empty.add(domain)
-
-    def next_domains(self, pod: Pod, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
-        if self.kind == SPREAD:
-            return self._next_spread(pod, pod_domains, node_domains)
-        if self.kind == AFFINITY:
-            return self._next_affinity(pod, pod_domains, node_domains)
-        return self._next_anti_affinity(pod_domains, node_domains)
-
-    def _min_count(self, pod_domains: Requirement) -> int:
-        if self.key == labels.HOSTNAME:
-            return 0
-        low = _BIG
-        supported = 0
-        for domain, count in self.domains.items():
-            if pod_domains.has(domain):
-                supported += 1
-                low = min(low, count)
-        if self.min_domains is not None and supported < self.min_domains:
-            return 0
-        return low
-
-    def _next_spread(self, pod: Pod, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
-        self_match = 1 if self.selects(pod) else 0
-        if self.key == labels.HOSTNAME and not node_domains.complement and len(node_domains.values) == 1:
-            host = next(iter(node_domains.values))
-            if self.domains.get(host, 0) + self_match <= self.max_skew:
-                return Requirement.in_(self.key, host)
-            return Requirement.does_not_exist(self.key)
-        low = self._min_count(pod_domains)
-        best: str | None = None
-        best_count = _BIG
-        candidates: Iterable[str]
-        if not node_domains.complement:
-            candidates = sorted(d for d in node_domains.values if d in self.domains)
-        else:
-            candidates = sorted(d for d in self.domains if node_domains.has(d))
-        for domain in candidates:
-            count = self.domains[domain] + self_match
-            if count - low <= self.max_skew and count < best_count:
-                best, best_count = domain, count
-        if best is None:
-            return Requirement.does_not_exist(self.key)
-        return Requirement.in_(self.key, best)
-
-    def _any_compatible(self, pod_domains: Requirement) -> bool:
-        return any(pod_domains.has(d) and c > 0 for d, c in self.domains.items())
-
-    def _next_affinity(self, pod: Pod, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
-        bootstrap = self.selects(pod) and (
-            len(self.domains) == len(self.empty) or not self._any_compatible(pod_domains)
-        )
-        if self.key == labels.HOSTNAME and not node_domains.complement and len(node_domains.values) == 1:
-            host = next(iter(node_domains.values))
-            if not pod_domains.has(host):
-                return Requirement.does_not_exist(self.key)
-            if self.domains.get(host, 0) > 0 or bootstrap:
-                return Requirement.in_(self.key, host)
-            return Requirement.does_not_exist(self.key)
-        options = sorted(
-            d for d, c in self.domains.items() if c > 0 and pod_domains.has(d) and node_domains.has(d)
-        )
-        if options:
-            return Requirement(self.key, False, frozenset(options))
-        if bootstrap:
-            ordered = sorted(self.domains)
-            picked: set[str] = set()
-            both = pod_domains.intersection(node_domains)
-            for domain in ordered:
-                if both.has(domain):
-                    picked.add(domain)
-                    break
-            for domain in ordered:
-                if pod_domains.has(domain):
-                    picked.add(domain)
-                    break
-            return Requirement(self.key, False, frozenset(picked))
-        return Requirement.does_not_exist(self.key)
-
-    def _next_anti_affinity(self, pod_domains: Requirement, node_domains: Requirement) -> Requirement:
-        if self.key == labels.HOSTNAME and not node_domains.complement and len(node_domains.values) == 1:
-            host = next(iter(node_domains.values))
-            if self.domains.get(host, 0) == 0:
-                return Requirement.in_(self.key, host)
-            return Requirement.does_not_exist(self.key)
-        if not self.empty:
-            return Requirement.does_not_exist(self.key)
-        options = frozenset(d for d in self.empty if node_domains.has(d) and pod_domains.has(d))
-        return Requirement(self.key, False, options)
-
-
-class DomainGroup:
-    """The domains of one key, each with the taint sets of the NodePools that offer it."""
-
-    def __init__(self) -> None:
-        self.taints: dict[str, list[tuple[Taint, ...]]] = {}
-
-    def insert(self, domain: str, taints: tuple[Taint, ...]) -> None:
-        known = self.taints.setdefault(domain, [])
-        if taints not in known:
-            known.append(taints)
-
-    def domains_for(self, pod: Pod, honor_taints: bool) -> list[str]:
-        if not honor_taints:
-            return list(self.taints)
-        return [
-            d
-            for d, sets in self.taints.items()
-            if any(first_untolerated(pod.tolerations, taints) is None for taints in sets)
-        ]
-
-
-def build_domain_groups(
-    node_pools: Sequence[NodePool], instance_types: Mapping[str, Sequence[InstanceType]]
-) -> dict[str, DomainGroup]:
-    """The universe of domains per key, from every NodePool and its instance types."""
-    groups: dict[str, DomainGroup] = {}
-    for pool in node_pools:
-        base = pool.requirement_set()
-        for it in instance_types.get(pool.name, ()):
-            if not base.overlaps(it.requirements):
-                # karpy: a type the pool can never launch adds no domain (upstream adds its zones anyway,
-                # which strands zonal spreads on zones no compatible type is offered in).
-                continue
-            reqs = base.union_with(it.requirements)
-            for key, req in reqs.items():
-                if req.complement:
-                    continue
-                group = groups.setdefault(key, DomainGroup())
-                for value in req.values:
-                    group.insert(value, pool.taints)
-        for key, req in base.items():
-            if req.operator == "In":
-                group = groups.setdefault(key, DomainGroup())
-                for value in req.values:
-                    group.insert(value, pool.taints)
-    return groups
+_BIG = BIG
 
 
 def _namespaces(
@@ -303,7 +85,7 @@ def _ignored(pod: Pod) -> bool:
 
 
 class Topology:
-    """All topology groups of one solve."""
+    """All topology groups of one solve, indexed by owner, by key and by selected pod labels."""
 
     def __init__(
         self,
@@ -323,6 +105,16 @@ class Topology:
         self._respect = respect_preferences
         self.groups: dict[object, TopologyGroup] = {}
         self.inverse: dict[object, TopologyGroup] = {}
+        self._owned: dict[str, list[TopologyGroup]] = {}  # uid -> groups it owns, in self.groups order
+        self._inverse_owned: dict[str, list[TopologyGroup]] = {}
+        self._by_key: dict[str, list[TopologyGroup]] = {}  # groups and inverse groups per key
+        self._serial: dict[int, int] = {}  # id(group) -> position in self.groups
+        self._selecting: dict[object, tuple[int, int, list[TopologyGroup], list[TopologyGroup]]] = {}
+        self._spec_groups: dict[tuple[object, ...], tuple[list[object], list[object]]] = {}
+        # next_domains per (group, pod object, pod domains, node domains) while no count changes
+        self._memo: dict[tuple[int, int, Requirement, Requirement], Requirement] = {}
+        self._node_reqs: dict[str, Requirements] = {}
+        self._bound_buckets: dict[str, list[tuple[Mapping[str, str], list[Pod]]]] = {}
         self._excluded = frozenset(p.uid or p.key for p in pods)
         self._bound_by_namespace: dict[str, list[Pod]] = {}
         for pod in snapshot.pods:
@@ -409,21 +201,51 @@ class Topology:
                 )
         return out
 
+    def _insert(self, table: dict[object, TopologyGroup], key: object, group: TopologyGroup) -> None:
+        table[key] = group
+        self._serial[id(group)] = len(self._serial)
+        self._by_key.setdefault(group.key, []).append(group)
+
     def update(self, pod: Pod) -> None:
         """(Re)register ``pod`` as the owner of exactly the groups its current spec implies."""
         uid = self.uid(pod)
-        for group in self.groups.values():
+        self._memo.clear()
+        for group in self._owned.pop(uid, ()):
             group.owners.discard(uid)
-        if pod.anti_affinity or (self._respect and pod.anti_affinity_preferred):
-            self._track_inverse(pod, None)
-        for group in self._groups_for(pod):
-            key = self._hash(group)
-            existing = self.groups.get(key)
-            if existing is None:
-                self._count(group)
-                self.groups[key] = group
-                existing = group
-            existing.owners.add(uid)
+        spec = signature(pod)
+        known = self._spec_groups.get(spec)
+        owned_keys: list[object]
+        if known is not None:
+            # A pod with this spec was registered before: its groups (by hash) exist already.
+            owned_keys, inverse_keys = known
+            for key in inverse_keys:
+                self._own_inverse(uid, self.inverse[key])
+            owned = [self.groups[key] for key in owned_keys]
+        else:
+            inverse_keys = []
+            if pod.anti_affinity or (self._respect and pod.anti_affinity_preferred):
+                inverse_keys = self._track_inverse(pod, None)
+            owned_keys = []
+            owned = []
+            for group in self._groups_for(pod):
+                key = self._hash(group)
+                existing = self.groups.get(key)
+                if existing is None:
+                    self._count(group)
+                    self._insert(self.groups, key, group)
+                    existing = group
+                owned_keys.append(key)
+                owned.append(existing)
+            self._spec_groups[spec] = (owned_keys, inverse_keys)
+        unique = {id(g): g for g in owned}
+        for group in unique.values():
+            group.owners.add(uid)
+        self._owned[uid] = sorted(unique.values(), key=lambda g: self._serial[id(g)])
+
+    def _own_inverse(self, uid: str, group: TopologyGroup) -> None:
+        if uid not in group.owners:
+            group.owners.add(uid)
+            self._inverse_owned.setdefault(uid, []).append(group)
 
     def _track_existing_anti_affinity(self) -> None:
         for pod in self._snapshot.pods:
@@ -434,7 +256,8 @@ class Topology:
             node = self._node_by_name.get(pod.node_name)
             self._track_inverse(pod, node.labels if node is not None else None)
 
-    def _track_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None) -> None:
+    def _track_inverse(self, pod: Pod, node_labels: Mapping[str, str] | None) -> list[object]:
+        keys: list[object] = []
         for term in pod.anti_affinity:
             group = self._new_group(
                 kind=ANTI_AFFINITY,
@@ -444,63 +267,100 @@ class Topology:
                 selector=_term_selector(pod, term),
             )
             key = self._hash(group)
-            existing = self.inverse.setdefault(key, group)
+            existing = self.inverse.get(key)
+            if existing is None:
+                self._insert(self.inverse, key, group)
+                existing = group
             if node_labels is not None and term.topology_key in node_labels:
                 existing.record(node_labels[term.topology_key])
-            existing.owners.add(self.uid(pod))
+            self._own_inverse(self.uid(pod), existing)
+            keys.append(key)
+        return keys
 
     def _count(self, group: TopologyGroup) -> None:
         for node in self._nodes:
             if node.node is None:
                 continue
-            node_reqs = Requirements.from_labels(node.node.labels)
-            if not group.node_filter.matches(node.node.taints, node_reqs, frozenset()):
+            nf = group.node_filter
+            if nf.active and not nf.matches(
+                node.node.taints, self._labels_reqs("node:" + node.name, node.node.labels), frozenset()
+            ):
                 continue
             domain = node.labels.get(group.key)
             if domain is not None:
                 group.register(domain)
+        if group.selector is None:
+            return
         for namespace in sorted(group.namespaces):
+            for pod_labels, pods in self._bound_by_labels(namespace):
+                if not group.selector.matches(pod_labels):
+                    continue
+                self._count_pods(group, pods)
+
+    def _bound_by_labels(self, namespace: str) -> list[tuple[Mapping[str, str], list[Pod]]]:
+        """The namespace's counted bound pods (in snapshot order) bucketed by identical labels."""
+        buckets = self._bound_buckets.get(namespace)
+        if buckets is None:
+            by_labels: dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], list[Pod]]] = {}
             for pod in self._bound_by_namespace.get(namespace, ()):
                 if _ignored(pod) or self.uid(pod) in self._excluded:
                     continue
-                if group.selector is None or not group.selector.matches(pod.labels):
-                    continue
-                state = self._node_by_name.get(pod.node_name)
-                if state is None:
-                    continue
-                node_labels = state.labels
-                domain = node_labels.get(group.key)
-                if domain is None and group.key == labels.HOSTNAME:
-                    domain = state.name
-                if domain is None:
-                    continue
-                taints = state.node.taints if state.node is not None else state.taints
-                if not group.node_filter.matches(taints, Requirements.from_labels(node_labels), frozenset()):
-                    continue
-                group.record(domain)
+                key = tuple(sorted(pod.labels.items()))
+                by_labels.setdefault(key, (pod.labels, []))[1].append(pod)
+            buckets = self._bound_buckets[namespace] = list(by_labels.values())
+        return buckets
+
+    def _count_pods(self, group: TopologyGroup, pods: Sequence[Pod]) -> None:
+        for pod in pods:
+            state = self._node_by_name.get(pod.node_name)
+            if state is None:
+                continue
+            node_labels = state.labels
+            domain = node_labels.get(group.key)
+            if domain is None and group.key == labels.HOSTNAME:
+                domain = state.name
+            if domain is None:
+                continue
+            taints = state.node.taints if state.node is not None else state.taints
+            nf = group.node_filter
+            if nf.active and not nf.matches(taints, self._labels_reqs(state.name, node_labels), frozenset()):
+                continue
+            group.record(domain)
+
+    def _labels_reqs(self, key: str, node_labels: Mapping[str, str]) -> Requirements:
+        reqs = self._node_reqs.get(key)
+        if reqs is None:
+            reqs = self._node_reqs[key] = Requirements.from_labels(node_labels)
+        return reqs
 
     # -- use during a solve -------------------------------------------------------------
     def register(self, key: str, domain: str) -> None:
-        for group in self.groups.values():
-            if group.key == key:
-                group.register(domain)
-        for group in self.inverse.values():
-            if group.key == key:
-                group.register(domain)
+        self._memo.clear()
+        for group in self._by_key.get(key, ()):
+            group.register(domain)
+
+    def _selecting_groups(self, pod: Pod) -> tuple[list[TopologyGroup], list[TopologyGroup]]:
+        """(groups, inverse groups) whose selector and namespaces select ``pod``, in table order."""
+        key = (pod.namespace, tuple(sorted(pod.labels.items())))
+        cached = self._selecting.get(key)
+        if cached is None or cached[0] != len(self.groups) or cached[1] != len(self.inverse):
+            groups = [g for g in self.groups.values() if g.selects(pod)]
+            inverse = [g for g in self.inverse.values() if g.selects(pod)]
+            cached = (len(self.groups), len(self.inverse), groups, inverse)
+            self._selecting[key] = cached
+        return cached[2], cached[3]
 
     def _matching(
         self, pod: Pod, taints: Sequence[Taint], node_reqs: Requirements, allow: frozenset[str]
     ) -> list[TopologyGroup]:
-        uid = self.uid(pod)
-        out = [g for g in self.groups.values() if uid in g.owners]
-        out += [g for g in self.inverse.values() if g.counts(pod, taints, node_reqs, allow)]
+        out = list(self._owned.get(self.uid(pod), ()))
+        out += [g for g in self._selecting_groups(pod)[1] if g.node_filter.matches(taints, node_reqs, allow)]
         return out
 
     def constrains(self, pod: Pod, key: str) -> bool:
         """Whether a group the pod owns (or an inverse anti-affinity) is keyed on ``key``."""
-        uid = self.uid(pod)
-        return any(g.key == key and uid in g.owners for g in self.groups.values()) or any(
-            g.key == key and g.selects(pod) for g in self.inverse.values()
+        return any(g.key == key for g in self._owned.get(self.uid(pod), ())) or any(
+            g.key == key for g in self._selecting_groups(pod)[1]
         )
 
     def add_requirements(
@@ -513,18 +373,27 @@ class Topology:
     ) -> Requirements:
         """``node_reqs`` narrowed to the domains every matching group allows; raises TopologyError."""
         out = node_reqs
+        memo = self._memo
         for group in self._matching(pod, taints, node_reqs, allow):
             pod_domains = pod_reqs.get_or_exists(group.key)
             node_domains = node_reqs.get_or_exists(group.key)
-            domains = group.next_domains(pod, pod_domains, node_domains)
+            key = (id(group), id(pod), pod_domains, node_domains)
+            domains = memo.get(key)
+            if domains is None:
+                domains = memo[key] = group.next_domains(pod, pod_domains, node_domains)
             if len(domains) == 0:
                 raise TopologyError(group, pod_domains, node_domains)
             out = out.add(domains)
         return out
 
+    def forget(self) -> None:
+        """Drop memoized domain choices (call before each pod; counts change clear it too)."""
+        self._memo.clear()
+
     def record(self, pod: Pod, taints: Sequence[Taint], reqs: Requirements, allow: frozenset[str]) -> None:
-        for group in self.groups.values():
-            if not group.counts(pod, taints, reqs, allow):
+        self._memo.clear()
+        for group in self._selecting_groups(pod)[0]:
+            if not group.node_filter.matches(taints, reqs, allow):
                 continue
             domains = reqs.get_or_exists(group.key)
             if domains.complement:
@@ -533,9 +402,7 @@ class Topology:
                 group.record(*sorted(domains.values))
             elif len(domains.values) == 1:
                 group.record(next(iter(domains.values)))
-        uid = self.uid(pod)
-        for group in self.inverse.values():
-            if uid in group.owners:
-                domains = reqs.get_or_exists(group.key)
-                if not domains.complement:
-                    group.record(*sorted(domains.values))
+        for group in self._inverse_owned.get(self.uid(pod), ()):
+            domains = reqs.get_or_exists(group.key)
+            if not domains.complement:
+                group.record(*sorted(domains.values))

@@ -1,0 +1,41 @@
+"""NodePool limits during a solve: what a pool's nodes use, and which options stay within them.
+
+Upstream subtracts, per new NodeClaim, the capacity of its *largest* option (pessimistic).
+Used by :mod:`karpy.core.scheduling.scheduler`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from karpy.core.snapshot import StateNode
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import NodePool
+from karpy.model.resources import Resources, total
+
+__all__ = ["max_capacity", "pool_usage", "within_limits"]
+
+
+def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
+    used: list[Resources] = []
+    for node in nodes:
+        if node.node_pool != pool.name:
+            continue
+        capacity = node.node.capacity if node.node is not None and node.node.capacity else node.allocatable
+        if node.claim is not None and node.claim.capacity:
+            capacity = node.claim.capacity
+        used.append(capacity + Resources({"nodes": 1}))
+    return total(used)
+
+
+def max_capacity(its: Sequence[InstanceType]) -> Resources:
+    out = Resources()
+    for it in its:
+        out = out.max(it.capacity)
+    return out
+
+
+def within_limits(it: InstanceType, remaining: dict[str, int] | None) -> bool:
+    if remaining is None:
+        return True
+    return all(it.capacity.get(name, 0) <= left for name, left in remaining.items() if name in it.capacity)

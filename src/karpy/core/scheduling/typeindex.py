@@ -1,0 +1,234 @@
+"""Instance types of one NodePool template as numpy arrays, for fast filtering and price order.
+
+:class:`TypeIndex` holds, per type of the template (in the template's order): allocatable and
+DaemonSet overhead per resource, each type's requirement per label key, and every offering
+flattened (type, zone, capacity type, price, available). A claim's options are an array of
+indices into it. ``narrow`` gives exactly what :func:`~karpy.core.scheduling.nodeclaim.
+filter_instance_types` keeps (same types, same order): a type is kept when the summed requests
+plus its overhead fit, its requirements overlap the claim's key by key (an AND of per-(key,
+requirement) masks, memoized), and it has an available offering the claim's zone and capacity
+type allow (memoized per pair). ``cheapest`` and ``order_by_price`` give the cheapest compatible
+offering price per type and upstream's price order (price, then name). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from karpy.core.scheduling.daemons import DaemonOverhead
+from karpy.model import labels
+from karpy.model.catalog import InstanceType
+from karpy.model.requirements import NEGATIVE_OPERATORS, Requirement, Requirements, pair_overlaps
+from karpy.model.resources import Resources
+
+__all__ = ["Options", "TypeIndex"]
+
+Options = npt.NDArray[np.intp]
+Mask = npt.NDArray[np.bool_]
+_LIMIT = 1 << 62
+
+
+def _req_mask(per_type: Sequence[Requirement | None], req: Requirement) -> Mask:
+    negative = req.operator in NEGATIVE_OPERATORS
+    return np.fromiter(
+        (
+            other is None
+            or other is req
+            or pair_overlaps(other, req)
+            or (negative and other.operator in NEGATIVE_OPERATORS)
+            for other in per_type
+        ),
+        dtype=np.bool_,
+        count=len(per_type),
+    )
+
+
+class TypeIndex:
+    """Arrays over ``types``; ``usable`` is False when a quantity is too large for int64."""
+
+    def __init__(self, types: Sequence[InstanceType], daemon: dict[str, DaemonOverhead]) -> None:
+        self.types = list(types)
+        n = len(self.types)
+        self.n = n
+        self.all: Options = np.arange(n, dtype=np.intp)
+        names: dict[str, None] = {}
+        for it in self.types:
+            names.update(dict.fromkeys(it.allocatable))
+            overhead = daemon.get(it.name)
+            if overhead is not None:
+                names.update(dict.fromkeys(overhead.requests))
+        self.columns = {name: i for i, name in enumerate(names)}
+        alloc = [[it.allocatable.get(name, 0) for name in names] for it in self.types]
+        over = [
+            [daemon[it.name].requests.get(name, 0) if it.name in daemon else 0 for name in names]
+            for it in self.types
+        ]
+        self.usable = all(abs(v) < _LIMIT for row in alloc + over for v in row)
+        shape = (n, len(names))
+        self.alloc = np.array(alloc, dtype=np.int64).reshape(shape) if self.usable else np.zeros(shape)
+        self.overhead = np.array(over, dtype=np.int64).reshape(shape) if self.usable else np.zeros(shape)
+        self.has_ports = any(o.host_ports for o in daemon.values())
+        # DaemonSet overhead objects are shared between types: a small class id per type
+        classes: dict[int, int] = {}
+        self._overhead_of: list[DaemonOverhead] = []
+        codes = []
+        for it in self.types:
+            overhead = daemon.get(it.name)
+            if overhead is None:
+                codes.append(-1)
+                continue
+            if id(overhead) not in classes:
+                classes[id(overhead)] = len(self._overhead_of)
+                self._overhead_of.append(overhead)
+            codes.append(classes[id(overhead)])
+        self.overhead_class = np.array(codes, dtype=np.intp)
+        keys: dict[str, list[Requirement | None]] = {}
+        for i, it in enumerate(self.types):
+            for key, req in it.requirements.items():
+                keys.setdefault(key, [None] * n)[i] = req
+        self.by_key = keys
+        self._req_masks: dict[tuple[str, Requirement], Mask] = {}
+        off_type: list[int] = []
+        off_zone: list[str] = []
+        off_ct: list[str] = []
+        off_price: list[float] = []
+        for i, it in enumerate(self.types):
+            for o in it.offerings:
+                if o.available:
+                    off_type.append(i)
+                    off_zone.append(o.zone)
+                    off_ct.append(o.capacity_type)
+                    off_price.append(o.price)
+        self.zones = sorted(set(off_zone))
+        self.capacity_types = sorted(set(off_ct))
+        zone_code = {z: i for i, z in enumerate(self.zones)}
+        ct_code = {c: i for i, c in enumerate(self.capacity_types)}
+        self.off_type = np.array(off_type, dtype=np.intp)
+        self.off_zone = np.array([zone_code[z] for z in off_zone], dtype=np.intp)
+        self.off_ct = np.array([ct_code[c] for c in off_ct], dtype=np.intp)
+        self.off_price = np.array(off_price, dtype=np.float64)
+        self._offered: dict[tuple[Requirement | None, Requirement | None], tuple[Mask, Mask]] = {}
+        self._zone_bits: dict[Requirement | None, npt.NDArray[Any]] = {}
+        self._prices: dict[tuple[Requirement | None, Requirement | None], npt.NDArray[np.float64]] = {}
+        rank = sorted(range(n), key=lambda i: self.types[i].name)
+        self.name_rank = np.empty(n, dtype=np.intp)
+        self.name_rank[rank] = np.arange(n, dtype=np.intp)
+
+    # -- masks over all types ------------------------------------------------------------------
+    def requirement_mask(self, reqs: Requirements) -> Mask | None:
+        """Types whose requirements overlap ``reqs`` (None: every type)."""
+        out: Mask | None = None
+        for key, req in reqs.items():
+            per_type = self.by_key.get(key)
+            if per_type is None:
+                continue
+            mask = self._req_masks.get((key, req))
+            if mask is None:
+                mask = _req_mask(per_type, req)
+                self._req_masks[(key, req)] = mask
+            out = mask if out is None else out & mask
+        return out
+
+    def _offering_masks(self, reqs: Requirements) -> tuple[Mask, Mask]:
+        """(per offering: compatible; per type: has a compatible available offering)."""
+        zone = reqs.get(labels.ZONE)
+        ct = reqs.get(labels.CAPACITY_TYPE)
+        cached = self._offered.get((zone, ct))
+        if cached is None:
+            zone_ok = np.array([zone is None or zone.has(z) for z in self.zones], dtype=np.bool_)
+            ct_ok = np.array([ct is None or ct.has(c) for c in self.capacity_types], dtype=np.bool_)
+            per_offering = zone_ok[self.off_zone] & ct_ok[self.off_ct]
+            per_type = np.zeros(self.n, dtype=np.bool_)
+            per_type[self.off_type[per_offering]] = True
+            cached = (per_offering, per_type)
+            self._offered[(zone, ct)] = cached
+        return cached
+
+    def fits_mask(self, options: Options, requests: Resources) -> Mask:
+        """Per option: requests + its DaemonSet overhead fit its allocatable (zero totals skipped)."""
+        ok = np.ones(len(options), dtype=np.bool_)
+        if not requests:
+            need = self.overhead[options]
+            ok &= ((need == 0) | (need <= self.alloc[options])).all(axis=1)
+            return ok
+        vector = np.zeros(len(self.columns), dtype=np.int64)
+        for name, value in requests.items():
+            column = self.columns.get(name)
+            if column is None:
+                if value > 0:
+                    return np.zeros(len(options), dtype=np.bool_)
+                continue
+            if abs(value) >= _LIMIT:
+                raise OverflowError(name)
+            vector[column] = value
+        need = self.overhead[options] + vector
+        fits: Mask = ((need == 0) | (need <= self.alloc[options])).all(axis=1)
+        return fits
+
+    def narrow(self, options: Options, reqs: Requirements, requests: Resources) -> Options:
+        """The options kept by the instance-type filter, in order (see the module docstring)."""
+        keep = self.fits_mask(options, requests)
+        mask = self.requirement_mask(reqs)
+        if mask is not None:
+            keep &= mask[options]
+        keep &= self._offering_masks(reqs)[1][options]
+        return options[keep]
+
+    def cheapest(self, reqs: Requirements) -> npt.NDArray[np.float64]:
+        """Per type: the cheapest available offering price that ``reqs`` allow (inf: none)."""
+        key = (reqs.get(labels.ZONE), reqs.get(labels.CAPACITY_TYPE))
+        prices = self._prices.get(key)
+        if prices is None:
+            per_offering, _ = self._offering_masks(reqs)
+            prices = np.full(self.n, np.inf)
+            np.minimum.at(prices, self.off_type[per_offering], self.off_price[per_offering])
+            self._prices[key] = prices
+        return prices
+
+    def order_by_price(self, options: Options, reqs: Requirements) -> Options:
+        """``options`` by (cheapest compatible price, name), as ``nodeclaim.order_by_price``."""
+        prices = self.cheapest(reqs)[options]
+        return options[np.lexsort((self.name_rank[options], prices))]
+
+    def capacity_types_of(self, options: Options, reqs: Requirements) -> list[str]:
+        """Sorted capacity types of the compatible available offerings of ``options``."""
+        per_offering, _ = self._offering_masks(reqs)
+        chosen = np.zeros(self.n, dtype=np.bool_)
+        chosen[options] = True
+        hits = per_offering & chosen[self.off_type]
+        codes = np.unique(self.off_ct[hits])
+        return [self.capacity_types[int(c)] for c in codes]
+
+    def zones_of(self, options: Options, capacity_type: Requirement | None) -> frozenset[str]:
+        """Zones of the available offerings of ``options`` with an allowed capacity type."""
+        bits = self._zone_bits.get(capacity_type)
+        if bits is None:
+            ct_ok = np.array(
+                [capacity_type is None or capacity_type.has(c) for c in self.capacity_types], dtype=np.bool_
+            )
+            hits = ct_ok[self.off_ct]
+            # one bit per zone (object ints: any number of zones)
+            per_type = [0] * self.n
+            for t, z in zip(self.off_type[hits].tolist(), self.off_zone[hits].tolist(), strict=True):
+                per_type[t] |= 1 << z
+            dtype = np.int64 if len(self.zones) <= 62 else object
+            bits = self._zone_bits[capacity_type] = np.array(per_type, dtype=dtype)
+        union = int(np.bitwise_or.reduce(bits[options])) if len(options) else 0
+        return frozenset(zone for i, zone in enumerate(self.zones) if union >> i & 1)
+
+    def overheads(self, options: Options) -> list[DaemonOverhead]:
+        """The distinct DaemonSet overheads of ``options``, in order of first appearance."""
+        codes = self.overhead_class[options]
+        codes = codes[codes >= 0]
+        if len(codes) == 0:
+            return []
+        _, first = np.unique(codes, return_index=True)
+        return [self._overhead_of[int(codes[i])] for i in sorted(first.tolist())]
+
+    def select(self, options: Options) -> list[InstanceType]:
+        types = self.types
+        return [types[i] for i in options.tolist()]

@@ -1,0 +1,211 @@
+"""The scheduler's fast paths give exactly the one-by-one results (issue 4).
+
+The fast paths: numpy instance-type masks (``TypeIndex``) instead of the per-type filter,
+bucketed claim order instead of a sort per pod, and grouped rejection (a pod skips the places
+that rejected an identical sibling for good: taints, host ports, requirement conflicts,
+resources, anti-affinity, hostname spread; and, within one pod, existing nodes with the same
+topology domains as one that failed). The reference path (``scheduler.FAST_PATHS = False``,
+``nodeclaim.FAST_FILTER = False``) tries every place one by one with the straightforward filter
+and re-sorts the claims before every pod, as upstream. Random scenarios favour many identical
+replicas (deployments) so that the grouped paths are exercised, with spreads, (anti-)affinity,
+preferences that need relaxing, taints, host ports, limits, existing nodes and DaemonSets.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import builders as b
+from karpy.core.scheduling import nodeclaim, scheduler
+from karpy.core.scheduling.results import Results
+from karpy.core.snapshot import Snapshot
+from karpy.model import labels as wk
+from karpy.model.catalog import InstanceType, Offering
+from karpy.model.objects import NodePool, Pod, PodAffinityTerm, WeightedPodAffinityTerm
+from karpy.model.requirements import Requirement
+from karpy.model.selectors import LabelSelector
+from karpy.model.taints import NO_SCHEDULE, Taint, Toleration
+
+ZONES = b.ZONES
+TAINT = Taint("team", NO_SCHEDULE, "a")
+
+
+def digest(results: Results) -> dict[str, Any]:
+    """Everything a caller can see: claims in order with their options in order, and errors."""
+    return {
+        "claims": [
+            (
+                c.name,
+                c.node_pool,
+                str(c.requirements),
+                [it.name for it in c.instance_types],
+                [p.key for p in c.pods],
+                c.requests,
+                sorted(c.labels.items()),
+            )
+            for c in results.new_claims
+        ],
+        "existing": sorted(results.existing.items()),
+        "errors": [(e.pod.key, sorted(e.reasons.items()), e.relaxations) for e in results.errors],
+        "relaxations": sorted(results.relaxations.items()),
+    }
+
+
+def solve_both(snapshot: Snapshot, pods: list[Pod]) -> tuple[dict[str, Any], dict[str, Any]]:
+    fast = digest(scheduler.solve(snapshot, pods))
+    saved = scheduler.FAST_PATHS, nodeclaim.FAST_FILTER
+    scheduler.FAST_PATHS, nodeclaim.FAST_FILTER = False, False
+    try:
+        slow = digest(scheduler.solve(snapshot, pods))
+    finally:
+        scheduler.FAST_PATHS, nodeclaim.FAST_FILTER = saved
+    return fast, slow
+
+
+@st.composite
+def catalogs(draw: st.DrawFn) -> list[InstanceType]:
+    types = []
+    for index in range(draw(st.integers(1, 6))):
+        zones = draw(st.lists(st.sampled_from(ZONES), min_size=1, max_size=3, unique=True))
+        offerings = [
+            Offering(zone, ct, draw(st.integers(1, 4)) / 10, available=draw(st.integers(0, 6)) > 0)
+            for zone, ct in itertools.product(sorted(zones), ("spot", "on-demand"))
+        ]
+        types.append(
+            b.instance_type(
+                f"type-{index}",
+                cpu=draw(st.sampled_from(["1", "2", "4", "8"])),
+                memory=draw(st.sampled_from(["2Gi", "4Gi", "16Gi"])),
+                pods=draw(st.sampled_from(["3", "5", "20"])),
+                offerings=offerings,
+            )
+        )
+    return types
+
+
+@st.composite
+def pools(draw: st.DrawFn) -> list[NodePool]:
+    out = []
+    for name in draw(st.lists(st.sampled_from(["alpha", "beta"]), min_size=1, max_size=2, unique=True)):
+        reqs = []
+        if draw(st.booleans()):
+            reqs.append(
+                Requirement.of(wk.ZONE, "In", sorted(draw(st.sets(st.sampled_from(ZONES), min_size=1))))
+            )
+        if draw(st.booleans()):
+            reqs.append(
+                Requirement.of(wk.CAPACITY_TYPE, "In", [draw(st.sampled_from(["spot", "on-demand"]))])
+            )
+        limit = draw(st.none() | st.sampled_from(["6", "12", "40"]))
+        out.append(
+            b.node_pool(
+                name,
+                weight=draw(st.integers(0, 1)),
+                requirements=reqs,
+                taints=[TAINT] if draw(st.integers(0, 3)) == 0 else [],
+                limits={"cpu": limit} if limit else None,
+            )
+        )
+    return out
+
+
+def _term(key: str, match: dict[str, str]) -> PodAffinityTerm:
+    return PodAffinityTerm(key, LabelSelector.from_labels(match))
+
+
+@st.composite
+def deployments(draw: st.DrawFn) -> list[Pod]:
+    pods: list[Pod] = []
+    for d in range(draw(st.integers(1, 4))):
+        app = {"app": f"d{d}"}
+        kind = draw(
+            st.sampled_from(["plain", "zone-spread", "host-spread", "anti", "affinity", "prefs", "ports"])
+        )
+        spec: dict[str, Any] = {"labels": app}
+        if kind == "zone-spread":
+            spec["spread"] = [b.spread(wk.ZONE, max_skew=draw(st.integers(1, 2)), match_labels=app)]
+        elif kind == "host-spread":
+            spec["spread"] = [b.spread(wk.HOSTNAME, match_labels=app)]
+        elif kind == "anti":
+            spec["anti_affinity"] = [_term(draw(st.sampled_from([wk.HOSTNAME, wk.ZONE])), app)]
+        elif kind == "affinity":
+            spec["affinity"] = [_term(wk.ZONE, app)]
+        elif kind == "prefs":
+            spec["preferred_terms"] = [(1, [(wk.ZONE, "In", (draw(st.sampled_from(ZONES)),))])]
+            spec["anti_affinity_preferred"] = (
+                WeightedPodAffinityTerm(10, _term(wk.ZONE, app)),
+                WeightedPodAffinityTerm(1, _term(wk.HOSTNAME, app)),
+            )
+        elif kind == "ports":
+            spec["host_ports"] = [8080]
+        if draw(st.integers(0, 3)) == 0:
+            spec["tolerations"] = [Toleration("team", "Exists")]
+        if draw(st.integers(0, 4)) == 0:
+            spec["node_selector"] = {wk.ZONE: draw(st.sampled_from(ZONES))}
+        cpu = draw(st.sampled_from(["100m", "500m", "1", "3"]))
+        memory = draw(st.sampled_from(["128Mi", "1Gi", "3Gi"]))
+        for r in range(draw(st.integers(1, 12))):
+            pod = b.pod(f"d{d}-{r:02d}", cpu=cpu, memory=memory, **spec)
+            if "anti_affinity_preferred" in spec:
+                pod = b.replace(pod, anti_affinity_preferred=spec["anti_affinity_preferred"])
+            pods.append(pod)
+    return pods
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Snapshot, list[Pod]]:
+    types = draw(catalogs())
+    node_pools = draw(pools())
+    pods = draw(deployments())
+    nodes = [
+        b.node(
+            f"node-{i}",
+            labels={wk.ZONE: draw(st.sampled_from(ZONES))},
+            allocatable={"cpu": draw(st.sampled_from(["1", "2", "4"])), "memory": "4Gi", "pods": "8"},
+            taints=[TAINT] if draw(st.integers(0, 4)) == 0 else [],
+        )
+        for i in range(draw(st.integers(0, 5)))
+    ]
+    daemonsets = [b.daemonset("agent", cpu="100m", memory="64Mi")] if draw(st.booleans()) else []
+    snap = b.snapshot(pools=node_pools, types=types, nodes=nodes, pods=pods, daemonsets=daemonsets)
+    return snap, pods
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scenarios())
+def test_fast_paths_equal_one_by_one(scenario: tuple[Snapshot, list[Pod]]) -> None:
+    snapshot, pods = scenario
+    fast, slow = solve_both(snapshot, pods)
+    assert fast == slow
+
+
+@pytest.mark.parametrize(
+    ("shape", "pods"),
+    [("upstream-diverse", 150), ("upstream-preferences", 60), ("aws-deployments", 150)],
+)
+def test_benchmark_shapes_equal_one_by_one(shape: str, pods: int) -> None:
+    import scheduling as bench  # benchmarks/scheduling.py, put on sys.path below
+
+    snapshot, pending = bench.SHAPES[shape][0](pods)
+    fast, slow = solve_both(snapshot, pending)
+    assert fast == slow
+
+
+@pytest.fixture(autouse=True)
+def _benchmarks_on_path() -> None:
+    import sys
+    from pathlib import Path
+
+    path = str(Path(__file__).resolve().parents[3] / "benchmarks")
+    if path not in sys.path:
+        sys.path.insert(0, path)
