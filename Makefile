@@ -18,7 +18,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 demo: venv
-	$(BIN)/karpy plan -f examples/
+	$(BIN)/karpy simulate examples/sim/hospital-booking-spikes.yaml --compare cluster-autoscaler --report out/hospital-report.html --json out/hospital.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts benchmarks
@@ -36,7 +36,7 @@ conformance: $(STAMP)
 test: lint unit conformance
 
 bench: $(STAMP)
-	$(BIN)/python benchmarks/scheduling.py --shape upstream-diverse --pods 1000
+	$(BIN)/python benchmarks/scheduling.py --table --runs 5
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .pytest_cache .ruff_cache

@@ -1,4 +1,4 @@
-"""The ``karpy`` command line: ``plan``, ``disrupt``, ``conformance``, ``catalog`` and ``operator``.
+"""The ``karpy`` command line: simulate, plan, disrupt, conformance, catalog and operator.
 
 The only place that prints. Bad input exits 2 with one line per problem (file, object,
 field); everything valid is still used.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from karpy.cli import catalog_cmd, conformance_cmd, disrupt_cmd, operator_cmd, plan_cmd
+from karpy.cli import catalog_cmd, conformance_cmd, disrupt_cmd, operator_cmd, plan_cmd, simulate_cmd
 
 __all__ = ["app", "main"]
 
@@ -19,6 +19,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.command("simulate")(simulate_cmd.simulate)
 app.command("plan")(plan_cmd.plan)
 app.command("disrupt")(disrupt_cmd.disrupt)
 app.command("conformance")(conformance_cmd.conformance)

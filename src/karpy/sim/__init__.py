@@ -1,5 +1,4 @@
-"""The simulator: the same controllers on a virtual loop, an in-memory API server and cloud.
-
-So far: :mod:`karpy.sim.binder` (the kube-scheduler stand-in) and :mod:`karpy.sim.workloads`
-(Deployment/ReplicaSet, Job, pod-GC and kubelet stand-ins).
+"""The what-if simulator: karpy's real controllers (or a Cluster Autoscaler model) on a
+virtual clock, with an in-memory API server, a kube-scheduler stand-in, workload stand-ins
+and a simulated cloud; ``runner.run`` drives one scenario, ``report`` renders the results.
 """

@@ -1,0 +1,433 @@
+"""The ``kind: Simulation`` schema: a scenario for ``karpy simulate`` (see ``docs/simulation.md``).
+
+Top-level and simulator-specific blocks are strict (an unknown field is an error, so a typo
+in ``duraton`` does not silently fall back to a default); the Kubernetes objects a scenario
+embeds (``nodePools``, ``nodeClasses``, ``daemonSets``, ``objects``, a workload's
+``deployment`` or ``job``) are validated with their own :mod:`karpy.api` schemas, so every
+problem names the field path inside the scenario (``workloads[2].deployment.spec.template
+.spec.containers[0].resources.requests.cpu``). :func:`validate` returns the parsed scenario
+or :class:`~karpy.api.load.Problem` lines; :mod:`karpy.sim.scenario` turns it into plain
+dataclasses. Times of day are ``"HH:MM"`` in UTC; durations are Go durations (``90s``, ``1h30m``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+import pydantic
+from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
+
+from karpy.api import common, core_v1
+from karpy.api import load as api_load
+
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_START",
+    "ClusterAutoscaler",
+    "JobObject",
+    "NodeGroup",
+    "ReplicaCurve",
+    "Simulation",
+    "Workload",
+    "parse_clock",
+    "validate",
+]
+
+API_VERSION = "karpy.dev/v1alpha1"
+DEFAULT_START = "2026-03-02T00:00:00Z"  # a Monday, 00:00 UTC
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+def parse_clock(text: str) -> float:
+    """Seconds after midnight of ``"HH:MM"`` or ``"HH:MM:SS"`` (``"24:00"`` allowed as a day's end)."""
+    match = _CLOCK.match(text.strip())
+    if match is None:
+        raise ValueError(f'"{text}" is not a time of day (expected HH:MM, e.g. "07:30")')
+    hours, minutes, seconds = int(match[1]), int(match[2]), int(match[3] or 0)
+    if minutes > 59 or seconds > 59 or hours > 24 or (hours == 24 and (minutes or seconds)):
+        raise ValueError(f'"{text}" is not a time of day (00:00 to 23:59, or 24:00)')
+    return hours * 3600.0 + minutes * 60.0 + seconds
+
+
+def _clock(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ValueError(f'expected a quoted time of day such as "07:30", got {value!r}')
+    return parse_clock(value)
+
+
+ClockTime = Annotated[float, BeforeValidator(_clock)]
+"""A UTC time of day, ``"HH:MM"``; validated to seconds after midnight."""
+
+
+def _non_negative(value: float) -> float:
+    if value < 0:
+        raise ValueError(f"must not be negative, got {value}")
+    return value
+
+
+def _fraction(value: float) -> float:
+    if not 0 <= value <= 1:
+        raise ValueError(f"must be between 0 and 1, got {value}")
+    return value
+
+
+NonNegative = Annotated[float, pydantic.AfterValidator(_non_negative)]
+Fraction = Annotated[float, pydantic.AfterValidator(_fraction)]
+
+
+class _Strict(common.K8sModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _nested(model: type[pydantic.BaseModel], value: Any) -> pydantic.BaseModel:
+    """Validate ``value`` against ``model``; the first problem becomes a located FieldError."""
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        cause = (err.get("ctx") or {}).get("error")
+        loc = tuple(err["loc"])
+        if isinstance(cause, common.FieldError):
+            loc += cause.subpath
+            message = cause.message
+        elif cause is not None:
+            message = str(cause)
+        else:
+            message = "required" if err["type"] == "missing" else err["msg"]
+        raise common.FieldError(loc, message) from None
+
+
+# -- workloads ----------------------------------------------------------------------------
+
+
+class ReplicaCurve(_Strict):
+    """Replicas over the day: ``points`` of ``["HH:MM", replicas]`` or a ``csv`` file of time,replicas."""
+
+    interpolate: Annotated[str, common.one_of("linear", "step")] = "linear"
+    points: list[tuple[ClockTime, Annotated[int, common.at_least(0)]]] | None = None
+    csv: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ReplicaCurve:
+        if (self.points is None) == (self.csv is None):
+            raise common.FieldError(("points",), "give either points or csv")
+        if self.points is not None:
+            if not self.points:
+                raise common.FieldError(("points",), "needs at least one point")
+            for i in range(1, len(self.points)):
+                if self.points[i][0] <= self.points[i - 1][0]:
+                    raise common.FieldError(("points", i, 0), "times must increase within a day")
+        return self
+
+
+class RollingUpdate(_Strict):
+    max_surge: common.IntOrString = "25%"
+    max_unavailable: common.IntOrString = "25%"
+
+
+class Strategy(common.K8sModel):
+    type: Annotated[str, common.one_of("RollingUpdate", "Recreate")] = "RollingUpdate"
+    rolling_update: RollingUpdate | None = None
+
+
+class JobSpec(common.K8sModel):
+    completions: Annotated[int, common.at_least(1)] = 1
+    parallelism: Annotated[int, common.at_least(1)] = 1
+    template: core_v1.PodTemplateSpec
+
+
+class JobObject(common.K8sModel):
+    """A ``batch/v1`` Job as far as the simulator runs it."""
+
+    api_version: Literal["batch/v1"] = "batch/v1"
+    kind: Literal["Job"] = "Job"
+    metadata: common.ObjectMeta = common.ObjectMeta()
+    spec: JobSpec
+
+
+class Workload(_Strict):
+    """A Deployment with a replica curve and rollouts, or a Job run on a cron schedule."""
+
+    deployment: dict[str, Any] | None = None
+    replicas: int | str | ReplicaCurve | None = None  # None: the Deployment's spec.replicas
+    rollouts: list[ClockTime] = Field(default_factory=list)
+    job: dict[str, Any] | None = None
+    schedule: str | None = None
+    run_for: common.GoDuration | None = None
+
+    @field_validator("replicas", mode="before")
+    @classmethod
+    def _replicas(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            raise ValueError(f"expected a number, a CSV path or a curve, got {value!r}")
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError(f"must not be negative, got {value}")
+            return value
+        if isinstance(value, Mapping):
+            return _nested(ReplicaCurve, value)
+        raise ValueError(f"expected a number, a CSV path or a curve with points, got {value!r}")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Workload:
+        if (self.deployment is None) == (self.job is None):
+            raise common.FieldError(("deployment",), "give either deployment or job")
+        if self.deployment is not None:
+            for name in ("schedule", "run_for"):
+                if getattr(self, name) is not None:
+                    raise common.FieldError((_camel(name),), "only a job takes a schedule and runFor")
+        else:
+            if self.replicas is not None or self.rollouts:
+                raise common.FieldError(("replicas",), "a job takes schedule and runFor, not replicas")
+            if not self.schedule:
+                raise common.FieldError(("schedule",), 'required for a job (cron, e.g. "0 3 * * *")')
+            if self.run_for is None:
+                raise common.FieldError(("runFor",), "required for a job (e.g. 40m)")
+        return self
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+# -- cloud, pricing, baseline ------------------------------------------------------------
+
+
+class LaunchLatency(_Strict):
+    distribution: Annotated[str, common.one_of("lognormal", "fixed")] = "lognormal"
+    p50: common.GoDuration = "40s"
+    p95: common.GoDuration | None = None  # lognormal only; default 75s
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LaunchLatency:
+        if self.distribution == "fixed" and self.p95 is not None:
+            raise common.FieldError(("p95",), "a fixed latency takes only p50")
+        p50 = common.parse_duration(self.p50) or 0.0
+        p95 = common.parse_duration(self.p95 or "75s") or 0.0
+        if self.distribution == "lognormal" and (p50 <= 0 or p95 < p50):
+            raise common.FieldError(("p95",), f"need 0 < p50 <= p95, got p50={self.p50}, p95={self.p95}")
+        return self
+
+
+class PodStartup(_Strict):
+    image_pull_cold: common.GoDuration = "25s"
+    image_pull_warm: common.GoDuration = "1s"
+    ready: common.GoDuration = "5s"
+
+
+class SpotInterruptions(_Strict):
+    rate_per_node_hour: NonNegative = 0.0
+
+
+class InsufficientCapacity(_Strict):
+    instance_type: Annotated[str, Field(min_length=1)]
+    zone: str = ""
+    capacity_type: Annotated[str, common.one_of("", "on-demand", "spot")] = ""
+    from_: ClockTime = Field(alias="from")
+    until: ClockTime
+
+    @model_validator(mode="after")
+    def _ordered(self) -> InsufficientCapacity:
+        if self.until <= self.from_:
+            raise common.FieldError(("until",), "must be after from (windows do not wrap midnight)")
+        return self
+
+
+class Cloud(_Strict):
+    launch_latency: LaunchLatency = LaunchLatency()
+    pod_startup: PodStartup = PodStartup()
+    spot_interruptions: SpotInterruptions = SpotInterruptions()
+    insufficient_capacity: list[InsufficientCapacity] = Field(default_factory=list)
+
+
+class Pricing(_Strict):
+    prices: str | None = None  # CSV: region,instance_type,capacity_type,usd_per_hour
+    on_demand_discount: Annotated[float, pydantic.AfterValidator(_fraction)] = 0.0
+    spot_ratio: Annotated[float, pydantic.AfterValidator(_fraction)] = 0.4
+
+
+class NodeGroup(_Strict):
+    name: Annotated[str, Field(min_length=1)]
+    instance_types: Annotated[list[str], Field(min_length=1)]
+    capacity_type: Annotated[str, common.one_of("on-demand", "spot")] = "on-demand"
+    zones: list[str] = Field(default_factory=list)  # empty: every zone the catalog offers
+    min: Annotated[int, common.at_least(0)] = 0
+    max: Annotated[int, common.at_least(1)] = 1000
+    priority: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[common.Taint] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> NodeGroup:
+        if self.min > self.max:
+            raise common.FieldError(("min",), f"must not exceed max ({self.max}), got {self.min}")
+        return self
+
+
+class Overprovisioning(_Strict):
+    pods: Annotated[int, common.at_least(0)] = 0
+    requests: common.ResourceList = Field(default_factory=dict)
+    priority: int = -10
+    namespace: str = "overprovisioning"
+    name: str = "overprovisioning"
+
+
+class ClusterAutoscaler(common.K8sModel):
+    """The fields checked here; further CA flags (``maxNodeProvisionTime``, ``newPodScaleUpDelay``, ...)
+    are read and checked by :func:`karpy.sim.cluster_autoscaler.parse_config`."""
+
+    model_config = ConfigDict(extra="allow")
+
+    node_groups: Annotated[list[NodeGroup], Field(min_length=1)]
+    overprovisioning: Overprovisioning | None = None
+    scan_interval: common.GoDuration = "10s"
+    asg_launch_overhead: common.GoDuration = "30s"
+    scale_down_unneeded_time: common.GoDuration = "10m"
+    scale_down_utilization_threshold: Fraction = 0.5
+    scale_down_delay_after_add: common.GoDuration = "10m"
+    expander: str = "least-waste"  # may chain expanders: "priority,least-waste"
+
+    @model_validator(mode="after")
+    def _unique(self) -> ClusterAutoscaler:
+        seen: set[str] = set()
+        for i, group in enumerate(self.node_groups):
+            if group.name in seen:
+                raise common.FieldError(("nodeGroups", i, "name"), f'"{group.name}" is used twice')
+            seen.add(group.name)
+        return self
+
+
+class Baseline(_Strict):
+    cluster_autoscaler: ClusterAutoscaler | None = None
+
+
+class Scheduler(_Strict):
+    scoring: Annotated[str, common.one_of("LeastAllocated", "MostAllocated")] = "LeastAllocated"
+
+
+class Simulation(_Strict):
+    api_version: Literal["karpy.dev/v1alpha1"] = "karpy.dev/v1alpha1"
+    kind: Literal["Simulation"]
+    name: Annotated[str, Field(min_length=1)]
+    description: str = ""
+    start: common.Time = common.parse_time(DEFAULT_START)
+    duration: common.Duration = "24h"
+    catalog: str = "aws:us-east-1"
+    node_pools: list[dict[str, Any]] = Field(default_factory=list)
+    node_classes: list[dict[str, Any]] = Field(default_factory=list)
+    daemon_sets: list[dict[str, Any]] = Field(default_factory=list)
+    objects: list[dict[str, Any]] = Field(default_factory=list)  # PodDisruptionBudgets, Namespaces
+    workloads: list[Workload] = Field(default_factory=list)
+    pricing: Pricing = Pricing()
+    cloud: Cloud = Cloud()
+    scheduler: Scheduler = Scheduler()
+    baseline: Baseline = Baseline()
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, value: str) -> str:
+        if not common.parse_duration(value):
+            raise ValueError("must be longer than 0s")
+        return value
+
+
+# -- embedded Kubernetes objects ------------------------------------------------------------
+
+_DEFAULT_VERSIONS = {
+    "NodePool": "karpenter.sh/v1",
+    "EC2NodeClass": "karpenter.k8s.aws/v1",
+    "KWOKNodeClass": "karpenter.kwok.sh/v1alpha1",
+    "DaemonSet": "apps/v1",
+    "Deployment": "apps/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Namespace": "v1",
+}
+
+
+def _with_defaults(raw: dict[str, Any], kind: str | None) -> dict[str, Any]:
+    out = dict(raw)
+    if kind is not None:
+        out.setdefault("kind", kind)
+    version = _DEFAULT_VERSIONS.get(str(out.get("kind", "")))
+    if version is not None:
+        out.setdefault("apiVersion", version)
+    return out
+
+
+def _prefixed(problem: api_load.Problem, prefix: str, base: api_load.Problem) -> api_load.Problem:
+    path = problem.path
+    full = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
+    return api_load.Problem(base.file, 0, base.kind, base.name, full, problem.message)
+
+
+def _embedded(
+    raw: dict[str, Any], *, prefix: str, kinds: tuple[str, ...], base: api_load.Problem
+) -> tuple[dict[str, Any], list[api_load.Problem]]:
+    """Defaults filled in, and the problems of one embedded object (paths under ``prefix``)."""
+    obj = _with_defaults(raw, kinds[0] if len(kinds) == 1 else None)
+    kind = obj.get("kind")
+    if kind not in kinds:
+        allowed = " or ".join(kinds)
+        message = f"kind must be {allowed}, got {kind!r}" if kind else f"kind is required ({allowed})"
+        return obj, [_prefixed(api_load.Problem("", 0, "", "", "kind", message), prefix, base)]
+    _, problems = api_load.parse_object(obj, file=base.file, index=0)
+    return obj, [_prefixed(p, prefix, base) for p in problems]
+
+
+def _job_problems(raw: dict[str, Any], prefix: str, base: api_load.Problem) -> list[api_load.Problem]:
+    try:
+        JobObject.model_validate(_with_defaults(raw, None))
+    except pydantic.ValidationError as exc:
+        return api_load._validation_problems(exc, JobObject, base, prefix)
+    if not (raw.get("metadata") or {}).get("name"):
+        return [api_load.Problem(base.file, 0, base.kind, base.name, f"{prefix}.metadata.name", "required")]
+    return []
+
+
+def validate(raw: Any, *, file: str) -> tuple[Simulation | None, list[api_load.Problem]]:
+    """The scenario with embedded objects' defaults filled in, or every problem found."""
+    name = str(raw.get("name") or "") if isinstance(raw, Mapping) else ""
+    base = api_load.Problem(file, 0, "Simulation", name, "", "")
+    if not isinstance(raw, Mapping):
+        message = f"expected a Simulation (a mapping), got {type(raw).__name__}"
+        return None, [api_load.Problem(file, 0, "", "", "", message)]
+    try:
+        sim = Simulation.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        found = api_load._validation_problems(exc, Simulation, base, "")
+        return None, [api_load.Problem(file, 0, "Simulation", name, p.path, p.message) for p in found]
+    problems: list[api_load.Problem] = []
+
+    def check(items: list[dict[str, Any]], field: str, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+        out = []
+        for i, item in enumerate(items):
+            obj, found = _embedded(item, prefix=f"{field}[{i}]", kinds=kinds, base=base)
+            problems.extend(found)
+            out.append(obj)
+        return out
+
+    sim.node_pools = check(sim.node_pools, "nodePools", ("NodePool",))
+    sim.node_classes = check(sim.node_classes, "nodeClasses", ("EC2NodeClass", "KWOKNodeClass"))
+    sim.daemon_sets = check(sim.daemon_sets, "daemonSets", ("DaemonSet",))
+    sim.objects = check(sim.objects, "objects", ("PodDisruptionBudget", "Namespace"))
+    for i, wl in enumerate(sim.workloads):
+        if wl.deployment is not None:
+            prefix = f"workloads[{i}].deployment"
+            wl.deployment, found = _embedded(wl.deployment, prefix=prefix, kinds=("Deployment",), base=base)
+            problems.extend(found)
+            strategy = (wl.deployment.get("spec") or {}).get("strategy")
+            if strategy is not None:
+                try:
+                    _nested(Strategy, strategy)
+                except common.FieldError as exc:
+                    path = common.format_loc(Strategy, exc.subpath)
+                    where = f"{prefix}.spec.strategy" + (f".{path}" if path else "")
+                    problems.append(api_load.Problem(file, 0, "Simulation", name, where, exc.message))
+        elif wl.job is not None:
+            problems.extend(_job_problems(wl.job, f"workloads[{i}].job", base))
+    return (sim if not problems else None), problems

@@ -1,0 +1,243 @@
+"""``karpy simulate SCENARIO.yaml``: replay a workload trace through karpy (and comparisons).
+
+Runs :func:`karpy.sim.runner.run` for karpy, then each comparison (``--compare
+cluster-autoscaler``, ``--compare-with OTHER.yaml`` = this trace with the other file's
+NodePools and NodeClasses, ``--ablations`` = karpy without spot, without consolidation and
+without both), shows a progress bar, prints a side-by-side table, and writes ``--json``
+(``{"scenario", "seed", "runs": {name: figures}}``, identical for the same scenario and seed)
+and ``--report`` (an HTML page, when :mod:`karpy.sim.report` is installed). A malformed
+scenario prints one line per problem (file and field path) and exits 2. See
+``docs/simulation.md``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from karpy.api import common
+from karpy.model.errors import InputError
+from karpy.sim import runner
+from karpy.sim import scenario as scenario_mod
+
+__all__ = ["document", "simulate"]
+
+CA = runner.CLUSTER_AUTOSCALER
+_ABLATIONS = {
+    "karpy-no-spot": runner.Overrides(no_spot=True),
+    "karpy-no-consolidation": runner.Overrides(no_consolidation=True),
+    "karpy-no-spot-no-consolidation": runner.Overrides(no_spot=True, no_consolidation=True),
+}
+
+
+def _stamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def document(
+    scenario: scenario_mod.Scenario, seed: int, results: dict[str, runner.RunResult]
+) -> dict[str, Any]:
+    """The ``--json`` document (no wall-clock figures, so it is reproducible)."""
+    first = next(iter(results.values()), None)
+    return {
+        "apiVersion": "karpy.dev/v1alpha1",
+        "kind": "SimulationResult",
+        "scenario": scenario.name,
+        "seed": seed,
+        "start": _stamp(scenario.start),
+        "end": _stamp(first.end if first is not None else scenario.end),
+        "runs": {name: result.to_dict() for name, result in results.items()},
+    }
+
+
+def _fmt(value: Any, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}{unit}"
+    return f"{value}{unit}"
+
+
+def _table(doc: dict[str, Any], walls: dict[str, float]) -> Table:
+    runs = doc["runs"]
+    table = Table(title=f"karpy simulate — {doc['scenario']} (seed {doc['seed']})", title_justify="left")
+    table.add_column("")
+    for name in runs:
+        table.add_column(name, justify="right")
+    rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
+        ("cost (USD)", lambda r: f"{r['cost_usd']:,.2f}"),
+        (
+            "pending p50 / p95 (s)",
+            lambda r: f"{_fmt(r['pending_seconds']['p50'])} / {_fmt(r['pending_seconds']['p95'])}",
+        ),
+        (
+            "pending p99 / max (s)",
+            lambda r: f"{_fmt(r['pending_seconds']['p99'])} / {_fmt(r['pending_seconds']['max'])}",
+        ),
+        (
+            "ready p50 / p95 (s)",
+            lambda r: f"{_fmt(r['ready_seconds']['p50'])} / {_fmt(r['ready_seconds']['p95'])}",
+        ),
+        ("pods created", lambda r: _fmt(r["pods_created"])),
+        ("pods never scheduled", lambda r: _fmt(r["pods_never_scheduled"])),
+        ("nodes created / removed", lambda r: f"{r['nodes_created']} / {r['nodes_removed']}"),
+        ("peak nodes", lambda r: _fmt(r["peak_nodes"])),
+        (
+            "node-hours (spot)",
+            lambda r: f"{r['node_hours']:,.1f} ({r['node_hours_by_capacity_type'].get('spot', 0):,.1f})",
+        ),
+        (
+            "cpu / memory utilisation",
+            lambda r: f"{r['utilization']['cpu']:.0%} / {r['utilization']['memory']:.0%}",
+        ),
+        ("disruptions", lambda r: ", ".join(f"{k} {v}" for k, v in r["disruptions"].items()) or "-"),
+        ("evictions", lambda r: _fmt(r["evictions"])),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(r) for r in runs.values()))
+    table.add_row("wall time (s)", *(f"{walls.get(name, 0.0):.1f}" for name in runs))
+    return table
+
+
+def _until(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        seconds = common.parse_duration(text)
+    except ValueError as exc:
+        raise InputError(f"--until: {exc}") from None
+    if not seconds:
+        raise InputError("--until: must be longer than 0s")
+    return seconds
+
+
+def _fail(lines: list[str]) -> typer.Exit:
+    for line in lines:
+        typer.echo(f"error: {line}", err=True)
+    return typer.Exit(2)
+
+
+def simulate(
+    scenario: Path = typer.Argument(..., help="A kind: Simulation YAML file."),
+    seed: int = typer.Option(
+        1, "--seed", help="Seed of the run's randomness (launch latency, interruptions)."
+    ),
+    until: str | None = typer.Option(
+        None, "--until", help="Simulate this long instead of the duration, e.g. 24h."
+    ),
+    json_out: Path | None = typer.Option(None, "--json", help="Write every figure as JSON."),
+    report: Path | None = typer.Option(None, "--report", help="Write an HTML report with plots."),
+    compare: list[str] = typer.Option([], "--compare", help="Also run a baseline: cluster-autoscaler."),
+    compare_with: list[Path] = typer.Option(
+        [], "--compare-with", help="Also run karpy with this file's NodePools/NodeClasses on the same trace."
+    ),
+    ablations: bool = typer.Option(False, "--ablations", help="Also run karpy without spot / consolidation."),
+    scoring: str | None = typer.Option(
+        None, "--scoring", help="Scheduler scoring: LeastAllocated | MostAllocated."
+    ),
+    show_progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+) -> None:
+    """Simulate SCENARIO on a virtual clock with karpy's controllers and compare."""
+    if scoring is not None and scoring not in ("LeastAllocated", "MostAllocated"):
+        raise _fail([f"--scoring must be LeastAllocated or MostAllocated, not {scoring!r}"])
+    for name in compare:
+        if name != CA:
+            raise _fail([f"--compare: unknown baseline {name!r} (expected {CA})"])
+    try:
+        loaded = scenario_mod.load(scenario)
+        others = [scenario_mod.load(p) for p in compare_with]
+        duration = _until(until)
+    except scenario_mod.ScenarioError as exc:
+        raise _fail([str(p) for p in exc.problems]) from None
+    except InputError as exc:
+        raise _fail([str(exc)]) from None
+    if CA in compare and loaded.baseline is None:
+        raise _fail([f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}"])
+    plan: list[tuple[str, scenario_mod.Scenario, str, runner.Overrides]] = [
+        ("karpy", loaded, runner.KARPY, runner.Overrides())
+    ]
+    if ablations:
+        plan += [(name, loaded, runner.KARPY, o) for name, o in _ABLATIONS.items()]
+    if CA in compare:
+        plan.append((CA, loaded, CA, runner.Overrides()))
+    for other in others:
+        plan.append(
+            (f"karpy:{other.name}", loaded.with_karpy_config(other), runner.KARPY, runner.Overrides())
+        )
+    console = Console(width=160)
+    err = Console(stderr=True)
+    results: dict[str, runner.RunResult] = {}
+    walls: dict[str, float] = {}
+    with Progress(
+        TextColumn("{task.description:<32}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeElapsedColumn(),
+        console=err,
+        disable=not show_progress,
+        transient=True,
+    ) as bar:
+        for name, sc, mode, overrides in plan:
+            task = bar.add_task(name, total=1.0)
+
+            def tick(done: float, total: float, task: Any = task) -> None:
+                bar.update(task, completed=done / total if total else 1.0)
+
+            began = time.perf_counter()
+            try:
+                results[name] = runner.run(
+                    sc,
+                    seed=seed,
+                    until=duration,
+                    mode=mode,
+                    karpy_overrides=overrides,
+                    scoring=scoring,
+                    progress=tick,
+                )
+            except NotImplementedError as exc:
+                err.print(f"warning: {name} skipped: {exc}", markup=False, highlight=False)
+                continue
+            except InputError as exc:
+                raise _fail([str(exc)]) from None
+            walls[name] = time.perf_counter() - began
+            for problem in results[name].problems:
+                err.print(f"warning: {name}: {problem}", markup=False, highlight=False)
+    doc = document(loaded, seed, results)
+    console.print(_table(doc, walls))
+    report_mod = _report_module()
+    split = report_mod.savings_breakdown(doc["runs"]) if report_mod is not None else None
+    if split:
+        console.print(
+            f"Cost difference to Cluster Autoscaler: ${split['total']:,.2f} = instance choice and packing "
+            f"${split['instance_choice_and_packing']:,.2f} + consolidation ${split['consolidation']:,.2f} "
+            f"+ spot ${split['spot']:,.2f}",
+            markup=False,
+            highlight=False,
+        )
+    if json_out is not None:
+        json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        err.print(f"wrote {json_out}", markup=False, highlight=False)
+    if report is not None:
+        if report_mod is None:
+            err.print("--report: karpy.sim.report is not available; no report written", markup=False)
+        else:
+            report_mod.write_html(doc, report)
+            err.print(f"wrote {report}", markup=False, highlight=False)
+
+
+def _report_module() -> Any:
+    """:mod:`karpy.sim.report` (plots need matplotlib), or None when it cannot be imported."""
+    try:
+        return importlib.import_module("karpy.sim.report")
+    except ImportError:
+        return None

@@ -1,0 +1,330 @@
+"""A ``kind: Simulation`` file -> a validated :class:`Scenario` of plain dataclasses.
+
+:func:`load` reads the YAML (times of day such as ``07:30`` stay strings, never YAML 1.1
+sexagesimal numbers), validates it with :mod:`karpy.api.simulation`, resolves file paths
+relative to the scenario (catalog, prices, replica CSVs), loads replica curves
+(:mod:`karpy.sim.trace`) and checks cron expressions. Any problem raises
+:class:`ScenarioError`, whose lines name the file and the field path. Embedded Kubernetes
+objects stay raw dicts (with apiVersion/kind filled in): the runner applies them through the
+in-memory API server. :meth:`Scenario.with_karpy_config` and :meth:`Scenario.ablated` give the
+variants ``--compare-with`` and ``--ablations`` run. Used by the runner and ``karpy simulate``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from croniter import croniter
+
+from karpy.api import common
+from karpy.api import load as api_load
+from karpy.api import simulation as schema
+from karpy.catalog import prices as prices_mod
+from karpy.model import errors, labels
+from karpy.sim import cloud as sim_cloud
+from karpy.sim import cluster_autoscaler, trace
+
+__all__ = [
+    "CloudSpec",
+    "IceWindow",
+    "PodStartup",
+    "Pricing",
+    "Scenario",
+    "ScenarioError",
+    "load",
+    "parse",
+]
+
+
+class ScenarioError(errors.InputError):
+    """A scenario that cannot run; ``problems`` has one located line per finding."""
+
+    def __init__(self, problems: Sequence[api_load.Problem]) -> None:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        super().__init__(f"{problems[0]}{more}")
+        self.problems = list(problems)
+
+
+@dataclass(frozen=True, slots=True)
+class PodStartup:
+    image_pull_cold: float = 25.0
+    image_pull_warm: float = 1.0
+    ready: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class IceWindow:
+    """Insufficient capacity every day between two UTC times of day (seconds after midnight)."""
+
+    instance_type: str
+    zone: str
+    capacity_type: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class CloudSpec:
+    launch_latency: sim_cloud.LaunchLatency = dataclasses.field(default_factory=sim_cloud.LaunchLatency)
+    pod_startup: PodStartup = PodStartup()
+    spot_interruptions_per_node_hour: float = 0.0
+    insufficient: tuple[IceWindow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pricing:
+    on_demand_discount: float = 0.0
+    spot_ratio: float = 0.4
+    prices: Mapping[tuple[str, str, str], float] | None = None  # (region, type, capacity type) -> USD/h
+    prices_file: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    name: str
+    file: str
+    start: float
+    duration: float
+    catalog: str  # aws:<region> or a resolved file path
+    node_pools: tuple[dict[str, Any], ...] = ()
+    node_classes: tuple[dict[str, Any], ...] = ()
+    daemon_sets: tuple[dict[str, Any], ...] = ()
+    objects: tuple[dict[str, Any], ...] = ()
+    deployments: tuple[trace.DeploymentTrace, ...] = ()
+    jobs: tuple[trace.JobTrace, ...] = ()
+    pricing: Pricing = Pricing()
+    cloud: CloudSpec = CloudSpec()
+    scoring: str = "LeastAllocated"
+    baseline: cluster_autoscaler.CAConfig | None = None  # the baseline.clusterAutoscaler block
+    description: str = ""
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+    def with_karpy_config(self, other: Scenario) -> Scenario:
+        """This trace with ``other``'s NodePools and NodeClasses (``--compare-with``)."""
+        return dataclasses.replace(
+            self,
+            name=other.name,
+            node_pools=other.node_pools,
+            node_classes=other.node_classes or self.node_classes,
+        )
+
+    def ablated(self, *, no_spot: bool = False, no_consolidation: bool = False) -> Scenario:
+        """NodePools restricted to on-demand and/or with consolidation off (``consolidateAfter: Never``)."""
+        pools = []
+        for raw in self.node_pools:
+            pool = copy.deepcopy(raw)
+            spec = pool.setdefault("spec", {})
+            if no_spot:
+                template = spec.setdefault("template", {}).setdefault("spec", {})
+                reqs = [r for r in template.get("requirements") or [] if r.get("key") != labels.CAPACITY_TYPE]
+                reqs.append({"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["on-demand"]})
+                template["requirements"] = reqs
+            if no_consolidation:
+                spec.setdefault("disruption", {})["consolidateAfter"] = "Never"
+            pools.append(pool)
+        return dataclasses.replace(self, node_pools=tuple(pools))
+
+    def ice_windows(self) -> list[sim_cloud.Insufficient]:
+        """The daily insufficient-capacity windows as absolute windows over the run."""
+        out: list[sim_cloud.Insufficient] = []
+        for w in self.cloud.insufficient:
+            for day_start in trace.daily_times([w.start], self.start - trace.DAY, self.end):
+                begin, finish = day_start, day_start - w.start + w.end
+                if finish > self.start and begin < self.end:
+                    out.append(
+                        sim_cloud.Insufficient(w.instance_type, w.zone, begin, finish, w.capacity_type)
+                    )
+        return sorted(out, key=lambda w: (w.start, w.instance_type, w.zone))
+
+
+# -- YAML -------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader keeping timestamps and times of day (``07:30``, ``12:00``) as strings."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _digit in "0123456789":
+    _Loader.yaml_implicit_resolvers.setdefault(_digit, []).insert(
+        0, ("tag:yaml.org,2002:str", re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?$"))
+    )
+
+
+def load(path: Path | str) -> Scenario:
+    """Read and validate a scenario file; raises :class:`ScenarioError`."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError([api_load.Problem(str(path), 0, "", "", "", f"cannot read: {exc}")]) from None
+    try:
+        raw = yaml.load(text, Loader=_Loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        problem = api_load.Problem(str(path), 0, "", "", "", f"YAML syntax error{where}: {what}")
+        raise ScenarioError([problem]) from None
+    return parse(raw, file=str(path), base_dir=path.parent)
+
+
+def _seconds(text: str | None, default: float = 0.0) -> float:
+    if text is None:
+        return default
+    value = common.parse_duration(text)
+    return 0.0 if value is None else value
+
+
+def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
+    """Validate a decoded scenario document; raises :class:`ScenarioError`."""
+    sim, problems = schema.validate(raw, file=file)
+    if sim is None:
+        raise ScenarioError(problems)
+    base_dir = base_dir or Path(".")
+    found: list[api_load.Problem] = []
+
+    def problem(path: str, message: str) -> None:
+        found.append(api_load.Problem(file, 0, "Simulation", sim.name, path, message))
+
+    def resolve(spec: str) -> Path:
+        p = Path(spec)
+        return p if p.is_absolute() else base_dir / p
+
+    catalog = sim.catalog
+    if not catalog.startswith("aws:"):
+        if not resolve(catalog).is_file():
+            problem("catalog", f'"{catalog}": no such file (expected aws:<region> or a catalog file)')
+        catalog = str(resolve(catalog))
+    pricing = Pricing(sim.pricing.on_demand_discount, sim.pricing.spot_ratio)
+    if sim.pricing.prices:
+        try:
+            loaded = prices_mod.load_prices_csv(resolve(sim.pricing.prices))
+            pricing = dataclasses.replace(pricing, prices=loaded, prices_file=sim.pricing.prices)
+        except (errors.InputError, OSError) as exc:
+            problem("pricing.prices", str(exc))
+    deployments: list[trace.DeploymentTrace] = []
+    jobs: list[trace.JobTrace] = []
+    for i, wl in enumerate(sim.workloads):
+        if wl.deployment is not None:
+            d = wl.deployment
+            spec = d.get("spec") or {}
+            curve: trace.Curve | None = None
+            replicas = wl.replicas
+            if replicas is None:
+                curve = trace.Curve.constant(int(spec.get("replicas", 1)))
+            elif isinstance(replicas, int):
+                curve = trace.Curve.constant(replicas)
+            elif isinstance(replicas, str):
+                curve = _csv(resolve(replicas), "linear", problem, f"workloads[{i}].replicas")
+            elif replicas.csv is not None:
+                where = f"workloads[{i}].replicas.csv"
+                curve = _csv(resolve(replicas.csv), replicas.interpolate, problem, where)
+            else:
+                assert replicas.points is not None
+                curve = trace.Curve(tuple(replicas.points), replicas.interpolate, True)
+            if curve is None:
+                continue
+            meta = d.get("metadata") or {}
+            deployments.append(
+                trace.DeploymentTrace(
+                    name=meta["name"],
+                    namespace=meta.get("namespace") or "default",
+                    template=spec.get("template") or {},
+                    strategy=spec.get("strategy"),
+                    replicas=curve,
+                    rollouts=tuple(wl.rollouts),
+                )
+            )
+        elif wl.job is not None:
+            assert wl.schedule is not None
+            if not croniter.is_valid(wl.schedule):
+                problem(
+                    f"workloads[{i}].schedule", f'"{wl.schedule}" is not a cron expression (e.g. "0 3 * * *")'
+                )
+                continue
+            meta = wl.job.get("metadata") or {}
+            spec = wl.job.get("spec") or {}
+            jobs.append(
+                trace.JobTrace(
+                    name=meta["name"],
+                    namespace=meta.get("namespace") or "default",
+                    template=spec.get("template") or {},
+                    schedule=wl.schedule,
+                    run_for=_seconds(wl.run_for),
+                    completions=int(spec.get("completions", 1)),
+                    parallelism=int(spec.get("parallelism", 1)),
+                )
+            )
+    baseline: cluster_autoscaler.CAConfig | None = None
+    if sim.baseline.cluster_autoscaler is not None:
+        block = raw["baseline"]["clusterAutoscaler"]
+        try:
+            baseline = cluster_autoscaler.parse_config(block, where="baseline.clusterAutoscaler")
+        except errors.InputError as exc:
+            where, _, message = str(exc).partition(": ")
+            problem(where, message)
+    names = [(d.namespace, d.name) for d in deployments] + [(j.namespace, j.name) for j in jobs]
+    for key in sorted({k for k in names if names.count(k) > 1}):
+        problem("workloads", f"two workloads are named {key[0]}/{key[1]}")
+    if found:
+        raise ScenarioError(found)
+    c = sim.cloud
+    latency = c.launch_latency
+    launch = (
+        sim_cloud.LaunchLatency.fixed(_seconds(latency.p50))
+        if latency.distribution == "fixed"
+        else sim_cloud.LaunchLatency(_seconds(latency.p50), _seconds(latency.p95 or "75s"))
+    )
+    cloud_spec = CloudSpec(
+        launch_latency=launch,
+        pod_startup=PodStartup(
+            _seconds(c.pod_startup.image_pull_cold),
+            _seconds(c.pod_startup.image_pull_warm),
+            _seconds(c.pod_startup.ready),
+        ),
+        spot_interruptions_per_node_hour=c.spot_interruptions.rate_per_node_hour,
+        insufficient=tuple(
+            IceWindow(w.instance_type, w.zone, w.capacity_type, w.from_, w.until)
+            for w in c.insufficient_capacity
+        ),
+    )
+    return Scenario(
+        name=sim.name,
+        file=file,
+        start=sim.start,
+        duration=_seconds(sim.duration),
+        catalog=catalog,
+        node_pools=tuple(sim.node_pools),
+        node_classes=tuple(sim.node_classes),
+        daemon_sets=tuple(sim.daemon_sets),
+        objects=tuple(sim.objects),
+        deployments=tuple(deployments),
+        jobs=tuple(jobs),
+        pricing=pricing,
+        cloud=cloud_spec,
+        scoring=sim.scheduler.scoring,
+        baseline=baseline,
+        description=sim.description,
+    )
+
+
+def _csv(path: Path, interpolate: str, problem: Any, where: str) -> trace.Curve | None:
+    try:
+        return trace.load_csv(path, interpolate=interpolate)
+    except errors.InputError as exc:
+        problem(where, str(exc))
+        return None

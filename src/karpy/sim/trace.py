@@ -1,0 +1,288 @@
+"""Workload traces: replica curves, rollout times and cron-scheduled jobs, as timed loop events.
+
+A :class:`Curve` is a list of ``(time, replicas)`` points interpolated ``linear``ly (rounded to
+whole pods) or as a ``step`` function. Points given as ``"HH:MM"`` are UTC times of day and
+repeat daily (the curve wraps from the last point of a day to the first of the next); a CSV
+file (``time,replicas`` rows; times ``HH:MM[:SS]`` or RFC3339) with absolute times holds its
+first value before and its last after. :func:`scale_events` turns a curve into the replica
+changes over a run (sampled every minute and at every breakpoint), :func:`daily_times` expands
+times of day, :func:`cron_times` a cron expression. :func:`schedule` puts all of it on a
+:class:`~karpy.runtime.loop.Loop` against :class:`~karpy.sim.workloads.Workloads`.
+Used by :mod:`karpy.sim.scenario` (parsing) and :mod:`karpy.sim.runner` (driving).
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import csv
+import datetime as dt
+import functools
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from croniter import croniter
+
+from karpy.api.simulation import parse_clock
+from karpy.model.errors import InputError
+from karpy.runtime.loop import Loop
+from karpy.sim.workloads import Workloads
+
+__all__ = [
+    "DAY",
+    "LINEAR",
+    "ROLLOUT_ANNOTATION",
+    "STEP",
+    "Curve",
+    "DeploymentTrace",
+    "JobTrace",
+    "cron_times",
+    "daily_times",
+    "load_csv",
+    "parse_clock",
+    "scale_events",
+    "schedule",
+]
+
+DAY = 86_400.0
+LINEAR = "linear"
+STEP = "step"
+ROLLOUT_ANNOTATION = "karpy.dev/rollout"  # changed on the pod template at each rollout
+_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """Replicas over time. ``daily``: times are seconds of the UTC day; else POSIX seconds."""
+
+    points: tuple[tuple[float, int], ...]
+    interpolate: str = LINEAR
+    daily: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.points:
+            raise ValueError("a replica curve needs at least one point")
+        if self.interpolate not in (LINEAR, STEP):
+            raise ValueError(f"interpolate must be linear or step, not {self.interpolate!r}")
+        times = [t for t, _ in self.points]
+        if any(b <= a for a, b in itertools.pairwise(times)):
+            raise ValueError("the points' times must increase")
+
+    @classmethod
+    def constant(cls, replicas: int) -> Curve:
+        return cls(((0.0, replicas),), STEP, True)
+
+    def _bracket(self, x: float) -> tuple[float, int, float, int]:
+        """(t0, v0, t1, v1) around ``x`` in the curve's own time axis."""
+        times = [t for t, _ in self.points]
+        i = bisect.bisect_right(times, x) - 1
+        n = len(self.points)
+        if self.daily:
+            if i < 0:  # before the first point: from yesterday's last
+                (t0, v0), (t1, v1) = self.points[-1], self.points[0]
+                return t0 - DAY, v0, t1, v1
+            t0, v0 = self.points[i]
+            t1, v1 = self.points[i + 1] if i + 1 < n else (self.points[0][0] + DAY, self.points[0][1])
+            return t0, v0, t1, v1
+        if i < 0:
+            t, v = self.points[0]
+            return t, v, t, v
+        t0, v0 = self.points[i]
+        t1, v1 = self.points[i + 1] if i + 1 < n else (t0, v0)
+        return t0, v0, t1, v1
+
+    def at(self, when: float) -> int:
+        """Replicas at POSIX time ``when``."""
+        x = when % DAY if self.daily else when
+        t0, v0, t1, v1 = self._bracket(x)
+        if self.interpolate == STEP or t1 <= t0 or v0 == v1:
+            return v0
+        return math.floor(v0 + (v1 - v0) * (x - t0) / (t1 - t0) + 0.5)
+
+    def breakpoints(self, start: float, end: float) -> list[float]:
+        """POSIX times of the curve's points within ``[start, end]``."""
+        if not self.daily:
+            return [t for t, _ in self.points if start <= t <= end]
+        out: list[float] = []
+        day = math.floor(start / DAY) * DAY
+        while day <= end:
+            out.extend(day + t for t, _ in self.points if start <= day + t <= end)
+            day += DAY
+        return out
+
+
+def scale_events(curve: Curve, start: float, end: float, *, every: float = 60.0) -> list[tuple[float, int]]:
+    """``(time, replicas)`` at ``start`` and whenever the count changes up to ``end``.
+
+    The curve is evaluated every ``every`` seconds from ``start`` and at each breakpoint (a step
+    curve only at breakpoints).
+    """
+    times = set(curve.breakpoints(start, end))
+    if curve.interpolate == LINEAR:
+        n = int((end - start) // every)
+        times.update(start + k * every for k in range(n + 1))
+    times.add(start)
+    out: list[tuple[float, int]] = []
+    for t in sorted(times):
+        value = curve.at(t)
+        if not out or out[-1][1] != value:
+            out.append((t, value))
+    return out
+
+
+def daily_times(times_of_day: Sequence[float], start: float, end: float) -> list[float]:
+    """Every occurrence of the given seconds-of-day in ``[start, end)``, sorted."""
+    out: list[float] = []
+    day = math.floor(start / DAY) * DAY
+    while day < end:
+        out.extend(day + t for t in times_of_day if start <= day + t < end)
+        day += DAY
+    return sorted(out)
+
+
+def cron_times(expression: str, start: float, end: float) -> list[float]:
+    """Times a cron expression fires in ``[start, end)`` (UTC)."""
+    if not croniter.is_valid(expression):
+        raise ValueError(f'"{expression}" is not a cron expression (e.g. "0 3 * * *")')
+    origin = dt.datetime.fromtimestamp(start, dt.UTC) - dt.timedelta(seconds=1)
+    it = croniter(expression, origin)
+    out: list[float] = []
+    while True:
+        t = float(it.get_next(float))
+        if t >= end:
+            return out
+        if t >= start:
+            out.append(t)
+
+
+def load_csv(path: Path, *, interpolate: str = LINEAR) -> Curve:
+    """A curve from ``time,replicas`` rows (a header row is optional)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    points: list[tuple[float, int]] = []
+    daily: bool | None = None
+    for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
+        if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
+            continue
+        if len(row) < 2:
+            raise InputError(f"{path}:{lineno}: expected time,replicas")
+        stamp, count = row[0].strip(), row[1].strip()
+        if lineno == 1 and not count.lstrip("-").isdigit():
+            continue  # header
+        try:
+            replicas = int(count)
+        except ValueError:
+            raise InputError(f'{path}:{lineno}: replicas "{count}" is not an integer') from None
+        if replicas < 0:
+            raise InputError(f"{path}:{lineno}: replicas must not be negative")
+        is_clock = _CLOCK.match(stamp) is not None
+        if daily is not None and daily != is_clock:
+            raise InputError(f"{path}:{lineno}: mixes times of day and timestamps")
+        daily = is_clock
+        try:
+            when = parse_clock(stamp) if is_clock else _timestamp(stamp)
+        except ValueError as exc:
+            raise InputError(f"{path}:{lineno}: {exc}") from None
+        points.append((when, replicas))
+    if not points:
+        raise InputError(f"{path}: no time,replicas rows")
+    try:
+        return Curve(tuple(points), interpolate, bool(daily))
+    except ValueError as exc:
+        raise InputError(f"{path}: {exc}") from None
+
+
+def _timestamp(text: str) -> float:
+    try:
+        stamp = dt.datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise ValueError(f'"{text}" is neither HH:MM nor an RFC3339 time') from None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=dt.UTC)
+    return stamp.timestamp()
+
+
+# -- driving Workloads ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentTrace:
+    name: str
+    namespace: str
+    template: Mapping[str, Any]
+    strategy: Mapping[str, Any] | None
+    replicas: Curve
+    rollouts: tuple[float, ...] = ()  # seconds of the UTC day
+
+
+@dataclass(frozen=True, slots=True)
+class JobTrace:
+    name: str
+    namespace: str
+    template: Mapping[str, Any]
+    schedule: str  # cron, UTC
+    run_for: float
+    completions: int = 1
+    parallelism: int = 1
+
+
+def _rolled(template: Mapping[str, Any], n: int) -> dict[str, Any]:
+    out = copy.deepcopy(dict(template))
+    meta = out.setdefault("metadata", {})
+    meta["annotations"] = {**(meta.get("annotations") or {}), ROLLOUT_ANNOTATION: str(n)}
+    return out
+
+
+def schedule(
+    loop: Loop,
+    workloads: Workloads,
+    *,
+    deployments: Sequence[DeploymentTrace],
+    jobs: Sequence[JobTrace],
+    start: float,
+    end: float,
+) -> int:
+    """Create the Deployments now and put every later scale, rollout and job on ``loop``.
+
+    Returns the number of events scheduled.
+    """
+    count = 0
+    for d in deployments:
+        events = scale_events(d.replicas, start, end)
+        workloads.set_deployment(
+            d.name, d.namespace, template=d.template, replicas=events[0][1], strategy=d.strategy
+        )
+        for when, replicas in events[1:]:
+            if when >= end:
+                break
+            scale = functools.partial(workloads.scale, d.name, d.namespace, replicas=replicas)
+            loop.call_at(when, scale, name=f"trace:scale:{d.name}")
+            count += 1
+        for n, when in enumerate(daily_times(d.rollouts, start, end), start=1):
+            rollout = functools.partial(
+                workloads.rollout, d.name, d.namespace, template=_rolled(d.template, n)
+            )
+            loop.call_at(when, rollout, name=f"trace:rollout:{d.name}")
+            count += 1
+    for j in jobs:
+        for when in cron_times(j.schedule, start, end):
+            name = f"{j.name}-{int(when // 60)}"  # as the CronJob controller names its Jobs
+            run = functools.partial(
+                workloads.run_job,
+                name,
+                j.namespace,
+                template=j.template,
+                run_for=j.run_for,
+                completions=j.completions,
+                parallelism=j.parallelism,
+            )
+            loop.call_at(when, run, name=f"trace:job:{j.name}")
+            count += 1
+    return count
