@@ -47,6 +47,7 @@ __all__ = [
     "Binder",
     "Binding",
     "Preemption",
+    "Term",
     "node_affinity_ok",
     "taints_ok",
 ]
@@ -83,7 +84,7 @@ class Preemption:
 
 
 @dataclass(frozen=True, slots=True)
-class _Term:
+class Term:
     """A pod (anti-)affinity term resolved against the pod that carries it."""
 
     key: str
@@ -268,7 +269,7 @@ class Binder:
         self._counters: dict[CounterKey, dict[str, int]] = {}
         self._counter_used: dict[CounterKey, int] = {}  # counter -> the pass that last read it
         self._passes = 0
-        self._anti: dict[str, tuple[_Term, ...]] = {}  # live occupying pods with required anti-affinity
+        self._anti: dict[str, tuple[Term, ...]] = {}  # live occupying pods with required anti-affinity
         self._nominated_on: dict[str, dict[str, Pod]] = {}  # node -> pending pods nominated to it
         self._hints: dict[str, str] = {}  # Karpenter nominations: pod key -> node or NodeClaim name
         self._nodes: list[Node] = []  # this pass's Nodes, by name
@@ -511,7 +512,7 @@ class Binder:
             chosen.add(owner_namespace)
         return frozenset(chosen)
 
-    def _resolve(self, term: PodAffinityTerm, owner: Pod) -> _Term:
+    def _resolve(self, term: PodAffinityTerm, owner: Pod) -> Term:
         selector = term.selector
         if selector is not None:
             same = {k: owner.labels[k] for k in term.match_label_keys if k in owner.labels}
@@ -524,9 +525,9 @@ class Binder:
             )
             if different:
                 selector = LabelSelector(selector.match_labels, selector.match_expressions + different)
-        return _Term(term.topology_key, self._namespaces(term, owner.namespace), selector)
+        return Term(term.topology_key, self._namespaces(term, owner.namespace), selector)
 
-    def _domains(self, term: _Term, removed: Mapping[str, Pod]) -> set[str]:
+    def _domains(self, term: Term, removed: Mapping[str, Pod]) -> set[str]:
         """Topology values of the nodes holding a live pod that matches ``term``."""
         counter = term.counter
         if counter is None:
@@ -571,7 +572,7 @@ class Binder:
                 same = {k: pod.labels[k] for k in c.match_label_keys if k in pod.labels}
                 if same:
                     selector = selector.with_labels(same)
-            spread = _Term(c.topology_key, frozenset({pod.namespace}), selector)
+            spread = Term(c.topology_key, frozenset({pod.namespace}), selector)
             counts = self._counts(spread.counter) if spread.counter is not None else {}
             domains: dict[str, int] = {}
             for node in self._nodes:

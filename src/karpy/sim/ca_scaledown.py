@@ -42,7 +42,7 @@ from karpy.model.selectors import LabelSelector
 from karpy.model.taints import NO_SCHEDULE
 from karpy.ports import KubeAPI
 from karpy.runtime.loop import Loop
-from karpy.sim.binder import node_affinity_ok, taints_ok
+from karpy.sim.binder import Term, node_affinity_ok, taints_ok
 from karpy.state.cluster import Cluster
 
 if TYPE_CHECKING:
@@ -76,20 +76,6 @@ MatchCache = dict[CounterKey, dict[str, tuple[Pod, bool]]]
 def _label(node: Node, key: str) -> str | None:
     value = node.labels.get(key)
     return node.name if value is None and key == wk.HOSTNAME else value
-
-
-@dataclass(frozen=True, slots=True)
-class _Term:
-    key: str
-    namespaces: frozenset[str] | None  # None = all
-    selector: LabelSelector | None  # None matches nothing
-
-    def matches(self, pod: Pod) -> bool:
-        return (
-            self.selector is not None
-            and (self.namespaces is None or pod.namespace in self.namespaces)
-            and self.selector.matches(pod.labels)
-        )
 
 
 @dataclass(slots=True)
@@ -140,7 +126,7 @@ class World:
         self._matches: MatchCache = {} if matches is None else matches
         self._namespaces = namespaces
         self._counters: dict[CounterKey, dict[str, int]] = {}
-        self._anti: dict[str, tuple[str, tuple[_Term, ...]]] = {}  # pod -> (node, terms)
+        self._anti: dict[str, tuple[str, tuple[Term, ...]]] = {}  # pod -> (node, terms)
         self._log: list[tuple[str, Any, Any]] = []
 
     # -- changes (journaled) ------------------------------------------------------------
@@ -278,7 +264,7 @@ class World:
                 selector = selector.with_labels(
                     {k: pod.labels[k] for k in c.match_label_keys if k in pod.labels}
                 )
-            spread = _Term(c.topology_key, frozenset({pod.namespace}), selector)
+            spread = Term(c.topology_key, frozenset({pod.namespace}), selector)
             counts = self._counts(spread)
             domains: dict[str, int] = {}
             for sim in self.nodes.values():
@@ -297,7 +283,7 @@ class World:
             plan.spread.append((c.topology_key, domains, minimum, int(spread.matches(pod)), c.max_skew))
         return plan
 
-    def _resolve(self, term: PodAffinityTerm, owner: Pod) -> _Term:
+    def _resolve(self, term: PodAffinityTerm, owner: Pod) -> Term:
         namespaces: frozenset[str] | None = frozenset(term.namespaces)
         if term.namespace_selector is not None:
             selector = term.namespace_selector
@@ -312,9 +298,9 @@ class World:
         sel = term.selector
         if sel is not None and term.match_label_keys:
             sel = sel.with_labels({k: owner.labels[k] for k in term.match_label_keys if k in owner.labels})
-        return _Term(term.topology_key, namespaces, sel)
+        return Term(term.topology_key, namespaces, sel)
 
-    def _counts(self, term: _Term) -> dict[str, int]:
+    def _counts(self, term: Term) -> dict[str, int]:
         if term.selector is None:
             return {}
         counter = (term.namespaces, term.selector)
@@ -334,7 +320,7 @@ class World:
             self._counters[counter] = counts
         return counts
 
-    def _domains(self, term: _Term) -> set[str]:
+    def _domains(self, term: Term) -> set[str]:
         out: set[str] = set()
         for name, n in self._counts(term).items():
             sim = self.nodes.get(name)
