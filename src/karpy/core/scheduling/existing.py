@@ -50,6 +50,24 @@ def scheduling_taints(node: StateNode) -> tuple[Taint, ...]:
     return taints
 
 
+_Parts = tuple[tuple[Taint, ...], Resources, Resources, Requirements, tuple[HostPort, ...]]
+# What an existing node contributes before any pod is placed: a pure function of the (frozen)
+# StateNode and the DaemonSets, shared by the many solves of a disruption pass (issue 6).
+_PARTS: dict[int, tuple[StateNode, tuple[DaemonSet, ...], _Parts]] = {}
+_PARTS_MAX = 8192
+
+
+def _parts(state: StateNode, daemonsets: Sequence[DaemonSet]) -> _Parts:
+    taints = scheduling_taints(state)
+    bound = [p for p in state.pods if not p.is_terminal()]
+    used = total(podinfo.pod_requests(p) for p in bound)
+    label_reqs = Requirements.from_labels(state.labels)
+    reqs = label_reqs.add(Requirement.in_(labels.HOSTNAME, state.name))
+    remaining_daemons = daemons.node_overhead(daemonsets, taints=taints, node_labels=label_reqs, bound=bound)
+    ports = tuple(port for p in bound for port in p.host_ports)
+    return taints, state.allocatable - used, remaining_daemons, reqs, ports
+
+
 @dataclass(slots=True)
 class ExistingNode:
     state: StateNode
@@ -72,25 +90,25 @@ class ExistingNode:
         *,
         under_consolidate_after: bool = False,
     ) -> ExistingNode:
-        taints = scheduling_taints(state)
-        bound = [p for p in state.pods if not p.is_terminal()]
-        used = total(podinfo.pod_requests(p) for p in bound)
-        node_labels = state.labels
-        label_reqs = Requirements.from_labels(node_labels)
-        reqs = label_reqs.add(Requirement.in_(labels.HOSTNAME, state.name))
-        remaining_daemons = daemons.node_overhead(
-            daemonsets, taints=taints, node_labels=label_reqs, bound=bound
-        )
+        ds = tuple(daemonsets)
+        cached = _PARTS.get(id(state))
+        if cached is not None and cached[0] is state and cached[1] == ds:
+            taints, available, remaining_daemons, reqs, ports = cached[2]
+        else:
+            taints, available, remaining_daemons, reqs, ports = _parts(state, ds)
+            if len(_PARTS) >= _PARTS_MAX:
+                _PARTS.clear()
+            # keeps ``state`` alive, so its id is not reused while cached
+            _PARTS[id(state)] = (state, ds, (taints, available, remaining_daemons, reqs, ports))
         topology.register(labels.HOSTNAME, state.name)
-        ports = [port for p in bound for port in p.host_ports]
         return cls(
             state,
             taints,
-            state.allocatable - used,
+            available,
             remaining_daemons,
             reqs,
             topology,
-            ports,
+            list(ports),
             under_consolidate_after=under_consolidate_after,
         )
 

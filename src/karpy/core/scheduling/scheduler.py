@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo, preferences
+from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import ExistingNode
 from karpy.core.scheduling.finalize import Finalizer
@@ -41,18 +42,31 @@ from karpy.core.scheduling.nodeclaim import (
 )
 from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.results import PodError, Results
-from karpy.core.scheduling.topology import Topology, build_domain_groups
+from karpy.core.scheduling.topology import DomainGroup, Topology, build_domain_groups
 from karpy.core.scheduling.typeindex import TypeIndex
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels
 from karpy.model.objects import NodePool, Pod
-from karpy.model.requirements import Requirements
+from karpy.model.requirements import Requirement, Requirements
 from karpy.model.resources import CPU, MEMORY, Resources
 from karpy.model.taints import PREFER_NO_SCHEDULE
 
 __all__ = ["FAST_PATHS", "order_pools", "queue_order", "solve"]
 
 FAST_PATHS = True  # False: try every place one by one (the reference path the property tests compare)
+
+# Pure functions of (NodePools, instance types[, DaemonSets]) shared between solves (issue 6):
+# a disruption pass solves many snapshots that differ only by nodes. Bounded LRU; see cache.py.
+_DOMAIN_GROUPS: IdentityCache[dict[str, DomainGroup]] = IdentityCache()
+_TEMPLATES: IdentityCache[Template] = IdentityCache(64)
+
+
+def _zone_pin(claim: ClaimInProgress) -> Requirement | None:
+    """The claim's zone requirement when it allows exactly one zone (the claim order's pin)."""
+    zone = claim.requirements.get(labels.ZONE)
+    if zone is None or zone.complement or len(zone.values) != 1:
+        return None
+    return zone
 
 
 def queue_order(pods: Sequence[Pod]) -> list[Pod]:
@@ -105,7 +119,10 @@ class _Solver:
         self.topology = Topology(
             snapshot=snapshot,
             nodes=active,
-            domain_groups=build_domain_groups(snapshot.node_pools, snapshot.instance_types),
+            domain_groups=_DOMAIN_GROUPS.get(
+                domain_key_of(snapshot.node_pools, snapshot.instance_types),
+                lambda: build_domain_groups(snapshot.node_pools, snapshot.instance_types),
+            ),
             pods=pods,
             respect_preferences=self.respect,
         )
@@ -128,11 +145,13 @@ class _Solver:
             else:
                 used = pool_usage(pool, snapshot.nodes)
                 self.remaining[pool.name] = {k: v - used.get(k, 0) for k, v in pool.limits.items()}
-        self.order: ClaimOrder[ClaimInProgress] = ClaimOrder(lambda c: len(c.pods), reference=not FAST_PATHS)
+        self.order: ClaimOrder[ClaimInProgress] = ClaimOrder(
+            lambda c: len(c.pods), reference=not FAST_PATHS, pin=_zone_pin if FAST_PATHS else None
+        )
         self.rejected = Rejections()
         self.finalizer = Finalizer(self.max_types)
         self.placed = 0  # successful placements so far: any state change
-        self.failures: dict[object, tuple[int, dict[str, str], tuple[str, ...], int]] = {}
+        self.failures: dict[object, tuple[int, dict[str, str], tuple[str, ...]]] = {}
         self.live: dict[object, tuple[int, dict[int, ClaimInProgress]]] = {}
         self.existing_scan: dict[object, list[object]] = {}
         self.data: dict[str, PodData] = {}
@@ -141,6 +160,14 @@ class _Solver:
         self.seq = 0
 
     def _template(self, pool: NodePool) -> Template:
+        if not FAST_PATHS:
+            return self._build_template(pool)
+        snapshot = self.snapshot
+        its = snapshot.instance_types.get(pool.name, ())
+        key = template_key_of(pool, its, snapshot.daemonsets, self.well_known)
+        return _TEMPLATES.get(key, lambda: self._build_template(pool))
+
+    def _build_template(self, pool: NodePool) -> Template:
         template_labels = {**pool.labels, labels.NODEPOOL: pool.name}
         reqs = Requirements(pool.requirements).union_with(Requirements.from_labels(template_labels))
         filter_reqs = reqs.union_with(
@@ -243,6 +270,8 @@ class _Solver:
         by_requests = self.rejected.of((data.signature, data.requests))
         candidates: Iterable[ClaimInProgress]
         live = self._live(data.signature, by_spec)
+        # zones pinned by claims whose zone domains failed this pod's topology (see below)
+        skip: set[object] | None = None
         if live is None:
             candidates = self.order.ordered()
         elif not live:
@@ -250,6 +279,13 @@ class _Solver:
         elif len(live) * 8 < self.order.count:
             self.order.settle()
             candidates = sorted(live.values(), key=self.order.key)
+        elif labels.ZONE not in data.requirements and labels.CAPACITY_TYPE not in data.requirements:
+            # For such a pod, every claim pinned to one zone requirement hands the topology the
+            # same zone domains (``ClaimInProgress.domain_key``: its options are all offered
+            # there), so once one fails the zone topology the others would be skipped by
+            # ``_blocked``: the order skips them without visiting them.
+            skip = set()
+            candidates = self.order.ordered_unpinned(skip)
         else:
             candidates = self.order.ordered()
         # topology verdicts of this call (no count changes): key -> failed domains (as domain_key)
@@ -270,6 +306,10 @@ class _Solver:
                         live.pop(key, None)
                 elif exc.domains is not None and FAST_PATHS:
                     blocked.setdefault(exc.domains[0], set()).add(domain_key(exc.domains[1]))
+                    if skip is not None and exc.domains[0] == labels.ZONE:
+                        pin = self.order.pin(claim)
+                        if pin is not None:
+                            skip.add(pin)
                 continue
             before = len(claim.pods)
             claim.add(pod, data, reqs, options)
@@ -343,6 +383,7 @@ class _Solver:
             try:
                 reqs, kept = claim.can_add(pod, data)
             except Unfit as exc:
+                self.seq -= 1  # only kept claims consume a name, so skipped attempts change no names
                 if len(options) < len(template.instance_types):
                     reasons[where] = self._limit_reason(template, pod, data, remaining, str(exc))
                 else:
@@ -388,11 +429,8 @@ class _Solver:
         memo = (data.signature, data.requests)
         known = self.failures.get(memo)
         if known is not None and known[0] == self.placed and FAST_PATHS:
-            # An identical pod failed and nothing was placed since: it fails the same way (and
-            # would have opened, and dropped, as many NodeClaim names).
-            self.seq += known[3]
+            # An identical pod failed and nothing was placed since: it fails the same way.
             return False, dict(known[1]), list(known[2])
-        seq = self.seq
         steps: list[str] = []
         current = pod
         while True:
@@ -404,7 +442,7 @@ class _Solver:
             if relaxed is None:
                 if not reasons:
                     reasons["nodepools"] = "no NodePool can launch nodes"
-                self.failures[memo] = (self.placed, dict(reasons), tuple(steps), self.seq - seq)
+                self.failures[memo] = (self.placed, dict(reasons), tuple(steps))
                 return False, reasons, steps
             current, step = relaxed
             steps.append(step)

@@ -30,6 +30,7 @@ __all__ = ["Options", "TypeIndex"]
 Options = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 _LIMIT = 1 << 62
+_MEMO_MAX = 4096
 
 
 def _req_mask(per_type: Sequence[Requirement | None], req: Requirement) -> Mask:
@@ -129,6 +130,8 @@ class TypeIndex:
             mask = self._req_masks.get((key, req))
             if mask is None:
                 mask = _req_mask(per_type, req)
+                if len(self._req_masks) >= _MEMO_MAX:  # shared between solves (cache.py): bounded
+                    self._req_masks.clear()
                 self._req_masks[(key, req)] = mask
             out = mask if out is None else out & mask
         return out
