@@ -18,6 +18,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 	touch $(STAMP)
 
 demo: venv
+	mkdir -p out
 	$(BIN)/karpy simulate examples/sim/hospital-booking-spikes.yaml --compare cluster-autoscaler --report out/hospital-report.html --json out/hospital.json
 
 lint: $(STAMP)

@@ -71,3 +71,11 @@ def test_compare_with_runs_the_other_karpy_configuration_on_the_same_trace(tmp_p
     assert list(runs) == ["karpy", "karpy:on-demand-only"]
     assert runs["karpy:on-demand-only"]["pods_created"] == runs["karpy"]["pods_created"]
     assert set(runs["karpy:on-demand-only"]["node_hours_by_capacity_type"]) == {"on-demand"}
+
+
+def test_outputs_go_into_folders_that_do_not_exist_yet(tmp_path: Path) -> None:
+    json_out, html_out = tmp_path / "new" / "run.json", tmp_path / "other" / "report.html"
+    code, out = run(str(SMALL), "--until", "20m", "--json", str(json_out), "--report", str(html_out))
+    assert code == 0, out
+    assert json.loads(json_out.read_text())["scenario"] == "small"
+    assert html_out.read_text().startswith("<!doctype html>")

@@ -12,7 +12,6 @@ scenario prints one line per problem (file and field path) and exits 2. See
 
 from __future__ import annotations
 
-import importlib
 import json
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from rich.table import Table
 
 from karpy.api import common
 from karpy.model.errors import InputError
+from karpy.sim import report as report_mod
 from karpy.sim import runner
 from karpy.sim import scenario as scenario_mod
 
@@ -214,8 +214,7 @@ def simulate(
                 err.print(f"warning: {name}: {problem}", markup=False, highlight=False)
     doc = document(loaded, seed, results)
     console.print(_table(doc, walls))
-    report_mod = _report_module()
-    split = report_mod.savings_breakdown(doc["runs"]) if report_mod is not None else None
+    split = report_mod.savings_breakdown(doc["runs"])
     if split:
         console.print(
             f"Cost difference to Cluster Autoscaler: ${split['total']:,.2f} = instance choice and packing "
@@ -225,19 +224,10 @@ def simulate(
             highlight=False,
         )
     if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
         err.print(f"wrote {json_out}", markup=False, highlight=False)
     if report is not None:
-        if report_mod is None:
-            err.print("--report: karpy.sim.report is not available; no report written", markup=False)
-        else:
-            report_mod.write_html(doc, report)
-            err.print(f"wrote {report}", markup=False, highlight=False)
-
-
-def _report_module() -> Any:
-    """:mod:`karpy.sim.report` (plots need matplotlib), or None when it cannot be imported."""
-    try:
-        return importlib.import_module("karpy.sim.report")
-    except ImportError:
-        return None
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report_mod.write_html(doc, report)
+        err.print(f"wrote {report}", markup=False, highlight=False)
