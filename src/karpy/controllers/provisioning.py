@@ -44,6 +44,7 @@ from karpy.controllers import claims
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core import scheduling
+from karpy.core.scheduling import limits
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import errors
 from karpy.model.objects import Node, NodeClaim, NodePool, Pod
@@ -108,24 +109,9 @@ def select_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Pod]]:
     return sorted(pending, key=lambda p: p.key), sorted(moving, key=lambda p: p.key)
 
 
-def _pool_usage(nodes: Iterable[StateNode], pool: str) -> Resources:
-    """What a NodePool has now: each node's capacity (in-flight claims: their requests) + ``nodes: 1``."""
-    used = Resources()
-    for node in nodes:
-        if node.node_pool != pool:
-            continue
-        capacity = node.node.capacity if node.node is not None and node.node.capacity else node.allocatable
-        if node.claim is not None and node.claim.capacity:
-            capacity = node.claim.capacity
-        used = used + capacity + Resources({"nodes": 1})
-    return used
-
-
 def _largest(planned: scheduling.PlannedClaim) -> Resources:
-    out = Resources()
-    for it in planned.instance_types:
-        out = out.max(it.capacity)
-    return out + Resources({"nodes": 1})
+    """The claim's largest option and one node: what its launch may add to the pool's usage."""
+    return limits.max_capacity(planned.instance_types) + Resources({"nodes": 1})
 
 
 def _over_limits(pool: NodePool, usage: Resources, planned: scheduling.PlannedClaim) -> list[str]:
@@ -266,7 +252,7 @@ class Provisioner:
             pool = ctx.cluster.node_pools.get(claim.node_pool) or pools[claim.node_pool]
             used = usage.get(pool.name)
             if used is None:
-                used = _pool_usage(current, pool.name)
+                used = limits.pool_usage(pool, current)
             over = _over_limits(pool, used, claim)
             if over:
                 left_out += len(claim.pods)
