@@ -19,7 +19,7 @@ from karpy.core import bound as bound_mod
 from karpy.core import disruption, repack, scheduling
 from karpy.core.snapshot import Snapshot
 from karpy.model.catalog import Catalog, InstanceType
-from karpy.model.nodeclass import EC2NodeClass, NodeClass
+from karpy.model.nodeclass import NodeClass
 from karpy.model.objects import NodePool
 from karpy.state.cluster import Cluster
 from karpy.state.events import ObjectEvent
@@ -55,23 +55,8 @@ class Plan:
         return self.hourly_cost / self.bound.lower_bound
 
 
-class _Types:
-    """Instance types per NodePool, resolved through its NodeClass (EC2NodeClass changes allocatable)."""
-
-    def __init__(self, spec: str, settings: settings_mod.Settings, prices: dict[Any, float] | None) -> None:
-        self.spec = spec
-        self.settings = settings
-        self.prices = prices
-        self._cache: dict[str | None, Catalog] = {}
-
-    def catalog(self, node_class: NodeClass | None) -> Catalog:
-        ec2 = node_class if isinstance(node_class, EC2NodeClass) else None
-        key = None if ec2 is None else ec2.name
-        if key not in self._cache:
-            self._cache[key] = catalog_mod.load(
-                self.spec, nodeclass=ec2, pricing=self.settings.pricing, prices_override=self.prices
-            )
-        return self._cache[key]
+class _Types(catalog_mod.PerNodeClass):
+    """Instance types per NodePool, resolved through its NodeClass."""
 
     def __call__(self, pool: NodePool, node_class: NodeClass | None) -> tuple[InstanceType, ...]:
         return self.catalog(node_class).instance_types
@@ -84,7 +69,7 @@ def build_cluster(
     settings: settings_mod.Settings,
     prices: dict[Any, float] | None = None,
 ) -> tuple[Cluster, Catalog]:
-    types = _Types(catalog_spec, settings, prices)
+    types = _Types(catalog_spec, pricing=settings.pricing, prices_override=prices)
     base = types.catalog(None)
     cluster = Cluster(types, settings=settings, well_known=base.well_known)
     objects: list[Any] = [

@@ -18,7 +18,7 @@ from karpy.model.catalog import Catalog
 from karpy.model.errors import InputError
 from karpy.model.nodeclass import EC2NodeClass
 
-__all__ = ["aws", "conformance", "load", "prices"]
+__all__ = ["PerNodeClass", "aws", "conformance", "load", "prices"]
 
 _AWS = "aws:"
 
@@ -46,3 +46,36 @@ def load(
             f"catalog {spec!r}: no such file (expected aws:<region> or the path of a catalog YAML file)"
         )
     return conformance.load(path)
+
+
+class PerNodeClass:
+    """One catalog per EC2NodeClass (its kubelet and disk settings change allocatable).
+
+    Other node classes (KWOKNodeClass, none) share the catalog loaded without a NodeClass.
+    Used by ``karpy plan``/``disrupt`` and the simulator to give each NodePool its types.
+    """
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        pricing: settings_mod.PricingSettings = settings_mod.PricingSettings(),
+        prices_override: Mapping[aws.PriceKey, float] | None = None,
+    ) -> None:
+        self.spec = spec
+        self.pricing = pricing
+        self.prices_override = prices_override
+        self._cache: dict[str | None, Catalog] = {}
+
+    def load(self, nodeclass: EC2NodeClass | None) -> Catalog:
+        """Load the catalog for ``nodeclass`` (a subclass may share it more widely)."""
+        return load(
+            self.spec, nodeclass=nodeclass, pricing=self.pricing, prices_override=self.prices_override
+        )
+
+    def catalog(self, node_class: object | None) -> Catalog:
+        ec2 = node_class if isinstance(node_class, EC2NodeClass) else None
+        key = None if ec2 is None else ec2.name
+        if key not in self._cache:
+            self._cache[key] = self.load(ec2)
+        return self._cache[key]

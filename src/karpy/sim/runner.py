@@ -103,28 +103,21 @@ class _Kube(MemoryKube):
             self.evictions += 1
 
 
-class _Types:
-    """Instance types per NodeClass: the catalog once per EC2NodeClass (allocatable differs)."""
+class _Types(catalog_mod.PerNodeClass):
+    """Instance types per NodeClass, shared by the runs of one process, cut to each pool's requirements."""
 
     def __init__(
         self, spec: str, settings: settings_mod.Settings, prices: Mapping[Any, float] | None
     ) -> None:
-        self.spec, self.settings, self.prices = spec, settings, prices
-        self._cache: dict[str | None, Catalog] = {}
+        super().__init__(spec, pricing=settings.pricing, prices_override=prices)
         self._allowed: dict[tuple[str, str | None, Requirements], tuple[InstanceType, ...]] = {}
 
-    def catalog(self, node_class: NodeClass | None) -> Catalog:
-        ec2 = node_class if isinstance(node_class, EC2NodeClass) else None
-        key = None if ec2 is None else ec2.name
-        if key not in self._cache:
-            prices = tuple(sorted(self.prices.items())) if self.prices else None
-            shared = (self.spec, repr(ec2), self.settings.pricing, prices)
-            if shared not in _CATALOGS:  # catalogs are immutable: runs in one process share them
-                _CATALOGS[shared] = catalog_mod.load(
-                    self.spec, nodeclass=ec2, pricing=self.settings.pricing, prices_override=self.prices
-                )
-            self._cache[key] = _CATALOGS[shared]
-        return self._cache[key]
+    def load(self, nodeclass: EC2NodeClass | None) -> Catalog:
+        prices = tuple(sorted(self.prices_override.items())) if self.prices_override else None
+        shared = (self.spec, repr(nodeclass), self.pricing, prices)
+        if shared not in _CATALOGS:  # catalogs are immutable: runs in one process share them
+            _CATALOGS[shared] = super().load(nodeclass)
+        return _CATALOGS[shared]
 
     def __call__(self, pool: NodePool, node_class: NodeClass | None) -> tuple[InstanceType, ...]:
         """The types the NodePool's requirements allow (the scheduler would drop the others anyway)."""
