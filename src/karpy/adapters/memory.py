@@ -17,7 +17,7 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from karpy.model import errors
 from karpy.ports import Clock, RawObject, WatchEvent
@@ -43,6 +43,22 @@ _API_VERSIONS = {
 }
 
 Key = tuple[str, str, str]
+_T = TypeVar("_T")
+
+
+def _copy(value: _T) -> _T:
+    """A deep copy of a JSON tree (dicts, lists, scalars): what ``copy.deepcopy`` does, several times faster.
+
+    Stored objects are copied on every write, watch event and read; other values (never produced
+    by JSON or YAML) fall back to ``copy.deepcopy``.
+    """
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}  # type: ignore[return-value]
+    if isinstance(value, list):
+        return [_copy(v) for v in value]  # type: ignore[return-value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return copy.deepcopy(value)
 
 
 def _rfc3339(seconds: float) -> str:
@@ -52,7 +68,7 @@ def _rfc3339(seconds: float) -> str:
 def merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch."""
     if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
+        return _copy(patch)
     out = dict(target) if isinstance(target, Mapping) else {}
     for key, value in patch.items():
         if value is None:
@@ -126,7 +142,7 @@ class MemoryKube:
         return (kind, "" if kind in CLUSTER_SCOPED else (namespace or "default"), name)
 
     def _emit(self, type_: str, kind: str, obj: RawObject) -> None:
-        event = WatchEvent(type_, kind, copy.deepcopy(obj))
+        event = WatchEvent(type_, kind, _copy(obj))
         for callback in list(self._watchers):
             callback(event)
 
@@ -138,19 +154,19 @@ class MemoryKube:
         """Subscribe; existing objects arrive first as ADDED (like a list + watch)."""
         self._watchers.append(callback)
         for (kind, _, _), obj in sorted(self._objects.items()):
-            callback(WatchEvent("ADDED", kind, copy.deepcopy(obj)))
+            callback(WatchEvent("ADDED", kind, _copy(obj)))
 
     def get(self, kind: str, name: str, namespace: str = "") -> RawObject:
         self._call("get", kind, name)
         obj = self._objects.get(self._key(kind, name, namespace))
         if obj is None:
             raise errors.NotFound(f"{kind} {namespace + '/' if namespace else ''}{name} not found")
-        return copy.deepcopy(obj)
+        return _copy(obj)
 
     def list(self, kind: str, namespace: str | None = None) -> list[RawObject]:
         self._call("list", kind, "")
         return [
-            copy.deepcopy(obj)
+            _copy(obj)
             for (k, ns, _), obj in sorted(self._objects.items())
             if k == kind and (namespace is None or ns == namespace)
         ]
@@ -166,7 +182,7 @@ class MemoryKube:
         key = self._key(kind, meta["name"], meta.get("namespace", ""))
         if key in self._objects:
             raise errors.AlreadyExists(f"{kind} {meta['name']} already exists")
-        stored = copy.deepcopy(obj)
+        stored = _copy(obj)
         stored.setdefault("apiVersion", _API_VERSIONS.get(kind, "v1"))
         smeta = stored["metadata"]
         if kind not in CLUSTER_SCOPED:
@@ -176,7 +192,7 @@ class MemoryKube:
         self._stamp(stored)
         self._objects[key] = stored
         self._emit("ADDED", kind, stored)
-        return copy.deepcopy(stored)
+        return _copy(stored)
 
     def _replace(self, key: Key, stored: RawObject) -> RawObject:
         meta = stored["metadata"]
@@ -184,11 +200,11 @@ class MemoryKube:
             del self._objects[key]
             self._stamp(stored)
             self._emit("DELETED", key[0], stored)
-            return copy.deepcopy(stored)
+            return _copy(stored)
         self._stamp(stored)
         self._objects[key] = stored
         self._emit("MODIFIED", key[0], stored)
-        return copy.deepcopy(stored)
+        return _copy(stored)
 
     def update(self, obj: RawObject) -> RawObject:
         kind = obj["kind"]
@@ -201,7 +217,7 @@ class MemoryKube:
         version = meta.get("resourceVersion")
         if version and version != current["metadata"]["resourceVersion"]:
             raise errors.Conflict(f"{kind} {meta['name']}: resourceVersion {version} is stale")
-        stored = copy.deepcopy(obj)
+        stored = _copy(obj)
         for field_name in ("uid", "creationTimestamp", "deletionTimestamp"):
             if field_name in current["metadata"]:
                 stored["metadata"][field_name] = current["metadata"][field_name]
@@ -227,7 +243,7 @@ class MemoryKube:
             raise errors.NotFound(f"{kind} {name} not found")
         if current["metadata"].get("finalizers"):
             if not current["metadata"].get("deletionTimestamp"):
-                stored = copy.deepcopy(current)
+                stored = _copy(current)
                 stored["metadata"]["deletionTimestamp"] = _rfc3339(self._clock.now())
                 self._replace(key, stored)
             return
@@ -245,7 +261,7 @@ class MemoryKube:
             raise errors.Conflict(f"Pod {namespace}/{name} is already bound")
         if ("Node", "", node_name) not in self._objects:
             raise errors.NotFound(f"Node {node_name} not found")
-        stored = copy.deepcopy(current)
+        stored = _copy(current)
         stored.setdefault("spec", {})["nodeName"] = node_name
         status = stored.setdefault("status", {})
         conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
@@ -305,7 +321,7 @@ class MemoryKube:
     # -- conveniences for tests and the simulator ---------------------------------------
     def objects(self, kind: str) -> builtins.list[RawObject]:
         """Objects of a kind without recording a call (for assertions)."""
-        return [copy.deepcopy(o) for (k, _, _), o in sorted(self._objects.items()) if k == kind]
+        return [_copy(o) for (k, _, _), o in sorted(self._objects.items()) if k == kind]
 
     def exists(self, kind: str, name: str, namespace: str = "") -> bool:
         return self._key(kind, name, namespace) in self._objects

@@ -1,0 +1,65 @@
+"""The in-memory API server hands out copies: no caller or watcher can change what it stores."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from karpy.adapters.memory import MemoryKube, _copy
+from karpy.ports import WatchEvent
+
+
+class _Clock:
+    def now(self) -> float:
+        return 1_772_400_000.0
+
+
+def _pod() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+    }
+
+
+json_trees = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@given(json_trees)
+def test_copy_equals_deepcopy_and_shares_no_container(tree: Any) -> None:
+    copied = _copy(tree)
+    assert copied == copy.deepcopy(tree)
+
+    def containers(value: Any) -> list[int]:
+        if isinstance(value, dict):
+            return [id(value), *(i for v in value.values() for i in containers(v))]
+        if isinstance(value, list):
+            return [id(value), *(i for v in value for i in containers(v))]
+        return []
+
+    assert not set(containers(copied)) & set(containers(tree))
+
+
+def test_returned_objects_and_events_are_private_copies() -> None:
+    kube = MemoryKube(_Clock())
+    events: list[WatchEvent] = []
+    kube.watch(events.append)
+    created = kube.create(_pod())
+    created["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "9"
+    events[0].obj["metadata"]["labels"]["app"] = "changed"
+    stored = kube.get("Pod", "p", "ns")
+    assert stored["spec"]["containers"][0]["resources"]["requests"] == {"cpu": "1"}
+    assert stored["metadata"]["labels"] == {"app": "a"}
+
+    kube.patch("Pod", "p", {"status": {"phase": "Running"}}, "ns")
+    events[-1].obj["spec"]["containers"].clear()  # a watcher scribbling on its event
+    assert kube.get("Pod", "p", "ns")["spec"]["containers"][0]["name"] == "c"
+    assert events[0].obj["metadata"]["resourceVersion"] != events[-1].obj["metadata"]["resourceVersion"]
