@@ -14,6 +14,7 @@ import math
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from karpy.api import apps_v1, common, core_v1, karpenter_v1, nodeclasses, policy_v1
 from karpy.model import labels as labels_mod
@@ -33,6 +34,7 @@ __all__ = [
     "pdb",
     "pod",
     "pod_requests",
+    "pod_spec_fields",
     "workload",
 ]
 
@@ -167,6 +169,46 @@ def _host_ports(spec: core_v1.PodSpec) -> tuple[objects.HostPort, ...]:
     return tuple(out)
 
 
+def pod_spec_fields(spec: core_v1.PodSpec) -> dict[str, Any]:
+    """The :class:`~karpy.model.objects.Pod` fields that come from the pod spec alone (not ``nodeName``).
+
+    Pods of one template share them, so :func:`karpy.api.load.parse_object` reuses them for pod
+    watch events whose spec it has converted before.
+    """
+    aff = spec.affinity or core_v1.Affinity()
+    node_aff = aff.node_affinity or core_v1.NodeAffinity()
+    pod_aff = aff.pod_affinity or core_v1.PodAffinity()
+    anti = aff.pod_anti_affinity or core_v1.PodAffinity()
+    required = node_aff.required.node_selector_terms if node_aff.required else []
+    return {
+        "priority": spec.priority or 0,
+        "requests": pod_requests(spec),
+        "host_ports": _host_ports(spec),
+        "node_selector": dict(spec.node_selector),
+        "required_terms": tuple(_node_selector_term(t) for t in required),
+        "preferred_terms": tuple(
+            objects.WeightedTerm(p.weight, _node_selector_term(p.preference)) for p in node_aff.preferred
+        ),
+        "tolerations": tuple(toleration(t) for t in spec.tolerations),
+        "spread": tuple(_spread(c) for c in spec.topology_spread_constraints),
+        "affinity": tuple(_affinity_term(t) for t in pod_aff.required),
+        "affinity_preferred": tuple(
+            objects.WeightedPodAffinityTerm(w.weight, _affinity_term(w.pod_affinity_term))
+            for w in pod_aff.preferred
+        ),
+        "anti_affinity": tuple(_affinity_term(t) for t in anti.required),
+        "anti_affinity_preferred": tuple(
+            objects.WeightedPodAffinityTerm(w.weight, _affinity_term(w.pod_affinity_term))
+            for w in anti.preferred
+        ),
+        "scheduling_gated": bool(spec.scheduling_gates),
+        "termination_grace_seconds": (
+            spec.termination_grace_period_seconds if spec.termination_grace_period_seconds is not None else 30
+        ),
+        "priority_class": spec.priority_class_name,
+    }
+
+
 def _pod(
     *,
     namespace: str,
@@ -179,13 +221,10 @@ def _pod(
     created: float = 0.0,
     deleting: bool = False,
     status: core_v1.PodStatus | None = None,
+    spec_fields: dict[str, Any] | None = None,
 ) -> objects.Pod:
-    aff = spec.affinity or core_v1.Affinity()
-    node_aff = aff.node_affinity or core_v1.NodeAffinity()
-    pod_aff = aff.pod_affinity or core_v1.PodAffinity()
-    anti = aff.pod_anti_affinity or core_v1.PodAffinity()
-    required = node_aff.required.node_selector_terms if node_aff.required else []
     status = status or core_v1.PodStatus()
+    fields = spec_fields if spec_fields is not None else pod_spec_fields(spec)
     return objects.Pod(
         namespace=namespace,
         name=name,
@@ -197,34 +236,10 @@ def _pod(
         phase=status.phase,
         started=status.start_time,
         ready=_pod_ready(status),
-        priority=spec.priority or 0,
         created=created,
         deleting=deleting,
-        requests=pod_requests(spec),
-        host_ports=_host_ports(spec),
-        node_selector=dict(spec.node_selector),
-        required_terms=tuple(_node_selector_term(t) for t in required),
-        preferred_terms=tuple(
-            objects.WeightedTerm(p.weight, _node_selector_term(p.preference)) for p in node_aff.preferred
-        ),
-        tolerations=tuple(toleration(t) for t in spec.tolerations),
-        spread=tuple(_spread(c) for c in spec.topology_spread_constraints),
-        affinity=tuple(_affinity_term(t) for t in pod_aff.required),
-        affinity_preferred=tuple(
-            objects.WeightedPodAffinityTerm(w.weight, _affinity_term(w.pod_affinity_term))
-            for w in pod_aff.preferred
-        ),
-        anti_affinity=tuple(_affinity_term(t) for t in anti.required),
-        anti_affinity_preferred=tuple(
-            objects.WeightedPodAffinityTerm(w.weight, _affinity_term(w.pod_affinity_term))
-            for w in anti.preferred
-        ),
         nominated_node=status.nominated_node_name,
-        scheduling_gated=bool(spec.scheduling_gates),
-        termination_grace_seconds=(
-            spec.termination_grace_period_seconds if spec.termination_grace_period_seconds is not None else 30
-        ),
-        priority_class=spec.priority_class_name,
+        **{**fields, "node_selector": dict(fields["node_selector"])},
     )
 
 
@@ -236,7 +251,8 @@ def _pod_ready(status: core_v1.PodStatus) -> bool:
     return status.phase == "Running"
 
 
-def pod(obj: core_v1.Pod) -> objects.Pod:
+def pod(obj: core_v1.Pod, spec_fields: dict[str, Any] | None = None) -> objects.Pod:
+    """The model Pod; ``spec_fields`` (from :func:`pod_spec_fields`) stand in for converting the spec."""
     meta = obj.metadata
     ns = meta.namespace or DEFAULT_NAMESPACE
     return _pod(
@@ -250,6 +266,7 @@ def pod(obj: core_v1.Pod) -> objects.Pod:
         created=meta.creation_timestamp or 0.0,
         deleting=meta.deletion_timestamp is not None,
         status=obj.status,
+        spec_fields=spec_fields,
     )
 
 

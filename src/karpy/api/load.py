@@ -12,7 +12,9 @@ raise :class:`karpy.model.errors.InputError`.
 
 from __future__ import annotations
 
+import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -267,7 +269,46 @@ def _parse_one(
             message = f"unsupported kind {api_version} {kind}; skipped"
         return None, [Problem(file, index, base.kind, base.name, prefix, message, WARNING)]
     schema, converter = entry
+    if schema is core_v1.Pod:
+        return _parse_pod(raw, base=base, prefix=prefix)
     return _parse(raw, schema, converter, base=base, prefix=prefix)
+
+
+# Pod spec (without nodeName) as canonical JSON -> its converted fields. A watch sees each pod
+# several times (created, bound, started, ready, deleted) and the pods of a template share one
+# spec, so a spec seen before is neither validated nor converted again: only metadata, status
+# and nodeName are (with the same schema, so errors name the same fields).
+_POD_SPECS: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_POD_SPECS_MAX = 4096
+
+
+def _pod_spec_key(spec: object) -> str | None:
+    if not isinstance(spec, Mapping):
+        return None
+    try:
+        return json.dumps(
+            {k: v for k, v in spec.items() if k != "nodeName"}, sort_keys=True, separators=(",", ":")
+        )
+    except (TypeError, ValueError):
+        return None
+
+
+def _parse_pod(raw: Mapping[str, Any], *, base: Problem, prefix: str) -> tuple[object | None, list[Problem]]:
+    spec = raw.get("spec")
+    key = _pod_spec_key(spec)
+    fields = _POD_SPECS.get(key) if key is not None else None
+    if fields is None:
+        parsed, problems = _parse(raw, core_v1.Pod, convert.pod, base=base, prefix=prefix)
+        if parsed is not None and key is not None:
+            assert isinstance(parsed, objects.Pod)
+            _POD_SPECS[key] = convert.pod_spec_fields(core_v1.PodSpec.model_validate(spec))
+            while len(_POD_SPECS) > _POD_SPECS_MAX:
+                _POD_SPECS.popitem(last=False)
+        return parsed, problems
+    _POD_SPECS.move_to_end(key)  # type: ignore[arg-type]
+    assert isinstance(spec, Mapping)
+    shell = {**raw, "spec": {"nodeName": spec["nodeName"]} if "nodeName" in spec else {}}
+    return _parse(shell, core_v1.Pod, lambda obj: convert.pod(obj, fields), base=base, prefix=prefix)
 
 
 def parse_object(raw: Mapping[str, Any], *, file: str, index: int) -> tuple[object | None, list[Problem]]:

@@ -458,3 +458,68 @@ def test_node_ready_condition_true() -> None:
         },
     }
     assert api.convert_node(raw).ready
+
+
+# -- the pod parse memo (watch events of pods whose spec was converted before) -----------------
+
+
+def _fresh(raw: dict[str, Any]) -> Any:
+    from karpy.api import load
+
+    load._POD_SPECS.clear()
+    return api.parse_object(raw, file="watch", index=0)
+
+
+def test_a_remembered_spec_gives_the_same_pod_as_a_fresh_conversion() -> None:
+    spec = {
+        "containers": [
+            _c(requests={"cpu": "250m", "memory": "256Mi"}, ports=[{"containerPort": 80, "hostPort": 80}])
+        ],
+        "nodeSelector": {"tier": "web"},
+        "tolerations": [{"key": "t", "operator": "Exists"}],
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app": "a"}},
+            }
+        ],
+    }
+    first = _pod(spec, namespace="ns", labels={"app": "a"}, uid="u1")
+    bound = _pod({**spec, "nodeName": "n1"}, name="q", namespace="ns", labels={"app": "a"}, uid="u2")
+    bound["status"] = {
+        "phase": "Running",
+        "startTime": "2026-03-02T07:00:00Z",
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    api.parse_object(first, file="watch", index=0)  # remembers the spec
+    warm, problems = api.parse_object(bound, file="watch", index=0)
+    cold, _ = _fresh(bound)
+    assert problems == []
+    assert warm == cold
+    assert warm.node_name == "n1" and warm.phase == "Running" and warm.ready and warm.name == "q"
+    assert warm.node_selector is not cold.node_selector  # pods never share a mutable dict
+
+
+def test_a_remembered_spec_still_reports_bad_metadata_and_status() -> None:
+    spec = {"containers": [_c(requests={"cpu": "1"})]}
+    api.parse_object(_pod(spec), file="watch", index=0)
+    bad = _pod(spec, labels={"a": 1.5})
+    bad["status"] = {"phase": "Running", "startTime": "not a time"}
+    warm_obj, warm = api.parse_object(bad, file="watch", index=0)
+    cold_obj, cold = _fresh(bad)
+    assert warm_obj is None and cold_obj is None
+    assert [str(p) for p in warm] == [str(p) for p in cold]
+    assert any("status.startTime" in str(p) for p in warm)
+
+
+def test_an_invalid_spec_is_never_remembered() -> None:
+    from karpy.api import load
+
+    load._POD_SPECS.clear()
+    bad = _pod({"containers": [_c(requests={"cpu": "lots"})]})
+    for _ in range(2):
+        obj, problems = api.parse_object(bad, file="watch", index=0)
+        assert obj is None and problems
+    assert len(load._POD_SPECS) == 0
