@@ -140,6 +140,19 @@ def test_get_and_list_read_kwok_nodes_only() -> None:
         kwok.get("aws:///us-east-1a/i-123")
 
 
+def test_list_reuses_a_parse_only_while_the_node_is_unchanged() -> None:
+    world, kwok = kwok_world()
+    kwok.create(claim())
+    first = kwok.list()
+    assert kwok.list()[0] is first[0]  # same resourceVersion: the parsed instance is reused
+    world.kube.patch("Node", "default-1-1", {"metadata": {"labels": {"team": "b"}}})
+    changed = kwok.list()
+    assert changed[0] is not first[0]
+    assert changed[0].labels["team"] == "b"
+    world.kube.delete("Node", "default-1-1")
+    assert kwok.list() == []
+
+
 def test_delete_removes_the_node_then_reports_not_found() -> None:
     world, kwok = kwok_world()
     hydrated = kwok.create(claim())

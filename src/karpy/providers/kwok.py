@@ -75,6 +75,8 @@ class KwokCloudProvider:
         self._ids = itertools.count(1)
         self._pending: dict[str, NodeClaim] = {}  # provider id -> hydrated claim, Node not written yet
         self._terminated: set[str] = set()  # provider ids deleted while their Node lingers (finalizers)
+        # Node name -> (resourceVersion, the instance it stands for): list() re-reads every Node
+        self._parsed: dict[str, tuple[str, NodeClaim | None]] = {}
         self._types_cache: dict[str, tuple[NodePool, NodeClass | None, tuple[InstanceType, ...]]] = {}
         self.create_calls: list[NodeClaim] = []
         self.delete_calls: list[NodeClaim] = []
@@ -223,14 +225,20 @@ class KwokCloudProvider:
     def list(self) -> list[NodeClaim]:
         found: dict[str, NodeClaim] = dict(self._pending)
         seen: set[str] = set()
+        parsed: dict[str, tuple[str, NodeClaim | None]] = {}
         for raw in self._kube.list("Node"):
-            claim = _from_node(raw)
+            meta = raw.get("metadata") or {}
+            name, version = meta.get("name", ""), str(meta.get("resourceVersion", ""))
+            known = self._parsed.get(name)
+            claim = known[1] if known is not None and version and known[0] == version else _from_node(raw)
+            parsed[name] = (version, claim)
             if claim is None:
                 continue
             seen.add(claim.provider_id)
             if claim.provider_id not in self._terminated:
                 found[claim.provider_id] = claim
         self._terminated &= seen  # forget instances whose Node is gone for good
+        self._parsed = parsed
         return [found[k] for k in sorted(found)]
 
     def is_drifted(self, claim: NodeClaim) -> str:
