@@ -230,6 +230,22 @@ def test_hash_is_stamped_and_restamped_for_another_version() -> None:
     assert claims["drifted"].annotations[drift.HASH_ANNOTATION] == "123"  # same version: it is drift
 
 
+def test_an_initialized_claim_is_left_alone_until_it_changes() -> None:
+    world, _kwok, lifecycle = kwok_world()
+    world.apply(raw_claim())
+    world.loop.run_for(1)
+    world.kube.calls.clear()
+    lifecycle.reconcile()
+    assert world.kube.calls == []  # nothing to do for a settled claim
+    world.kube.patch(
+        "NodeClaim", "default-1", {"metadata": {"annotations": {drift.HASH_VERSION_ANNOTATION: "v3"}}}
+    )
+    world.kube.calls.clear()
+    lifecycle.reconcile()
+    assert ("patch", "NodeClaim", "default-1") in world.kube.calls
+    assert world.cluster.claims["default-1"].annotations[drift.HASH_VERSION_ANNOTATION] == drift.HASH_VERSION
+
+
 def test_existing_finalizers_are_kept() -> None:
     world, _kwok, _ = kwok_world()
     world.apply(raw_claim())

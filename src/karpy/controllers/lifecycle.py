@@ -97,6 +97,8 @@ class NodeClaimLifecycle:
         self._retry_at: dict[str, float] = {}
         self._next_gc: float | None = None
         self._nodes: dict[str, Node] | None = None  # by providerID, rebuilt when stale
+        # claims found launched, registered and initialized: skipped while the object is the same
+        self._settled: dict[str, NodeClaim] = {}
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
@@ -105,7 +107,7 @@ class NodeClaimLifecycle:
         waits: list[float] = []
         for name in sorted(self.ctx.cluster.claims):
             claim = self.ctx.cluster.claims.get(name)
-            if claim is None or claim.deleting:
+            if claim is None or claim.deleting or self._settled.get(name) is claim:
                 continue
             wait = self._claim(claim, now)
             if wait is not None:
@@ -115,6 +117,8 @@ class NodeClaimLifecycle:
             for name in [n for n in store if n not in known]:
                 del store[name]
         self._finalized &= known
+        for name in [n for n in self._settled if n not in known]:
+            del self._settled[name]
         if self._next_gc is None:
             self._next_gc = now + GC_INTERVAL
         elif now >= self._next_gc:
@@ -134,6 +138,8 @@ class NodeClaimLifecycle:
             return self._register(current, now)
         if not current.is_true("Initialized"):
             return self._initialize(current, now)
+        if current.annotations.get(drift.HASH_VERSION_ANNOTATION) == drift.HASH_VERSION:
+            self._settled[current.name] = current  # nothing left to do until the claim changes
         return None
 
     def _fresh(self, name: str) -> NodeClaim | None:
