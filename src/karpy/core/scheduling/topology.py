@@ -311,21 +311,31 @@ class Topology:
         return buckets
 
     def _count_pods(self, group: TopologyGroup, pods: Sequence[Pod]) -> None:
+        domains: dict[str, str | None] = {}  # node name -> the group's domain there (None: not counted)
         for pod in pods:
-            state = self._node_by_name.get(pod.node_name)
-            if state is None:
-                continue
-            node_labels = state.labels
-            domain = node_labels.get(group.key)
-            if domain is None and group.key == labels.HOSTNAME:
-                domain = state.name
-            if domain is None:
-                continue
-            taints = state.node.taints if state.node is not None else state.taints
-            nf = group.node_filter
-            if nf.active and not nf.matches(taints, self._labels_reqs(state.name, node_labels), frozenset()):
-                continue
-            group.record(domain)
+            name = pod.node_name
+            if name in domains:
+                domain = domains[name]
+            else:
+                domain = domains[name] = self._counted_domain(group, name)
+            if domain is not None:
+                group.record(domain)
+
+    def _counted_domain(self, group: TopologyGroup, node_name: str) -> str | None:
+        state = self._node_by_name.get(node_name)
+        if state is None:
+            return None
+        node_labels = state.labels
+        domain = node_labels.get(group.key)
+        if domain is None and group.key == labels.HOSTNAME:
+            domain = state.name
+        if domain is None:
+            return None
+        taints = state.node.taints if state.node is not None else state.taints
+        nf = group.node_filter
+        if nf.active and not nf.matches(taints, self._labels_reqs(state.name, node_labels), frozenset()):
+            return None
+        return domain
 
     def _labels_reqs(self, key: str, node_labels: Mapping[str, str]) -> Requirements:
         reqs = self._node_reqs.get(key)
