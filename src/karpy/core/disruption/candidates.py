@@ -7,6 +7,12 @@ no active ``do-not-disrupt`` pod (``"true"`` or a duration since the pod started
 a PDB protects. Eventual disruption (drift) keeps a node whose pods block eviction when its
 NodeClaim has a ``terminationGracePeriod``. Pods without an owner are evicted, not
 blocking; DaemonSet and mirror pods are not rescheduled.
+
+:func:`build_classes` builds both classes in one walk over the nodes. What does not depend on
+``now`` is split out (:class:`PodFacts` per pod, :class:`NodeFacts` per node: live pods, the
+pods that may block eviction, costs, price labels) so that a
+:class:`~karpy.core.disruption.memo.Memo` can keep it across passes; do-not-disrupt
+durations, what PDBs allow and the remaining lifetime are evaluated per pass.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ Expired NodeClaims are reported first (forceful, outside budgets, PDBs and do-no
 at runtime only the expiration controller acts on them). Then the methods run in
 upstream's order — emptiness, drift, multi-node consolidation, single-node consolidation —
 and the first that yields a command wins. Every node gets a :class:`NodeRecord` saying why
-it is or is not disrupted.
+it is or is not disrupted. Candidates of both disruption classes come from one walk; a
+caller running pass after pass passes a :class:`~karpy.core.disruption.memo.Memo`
+(``compute(snapshot, now, memo=...)``) to keep what does not depend on ``now``.
 """
 
 from __future__ import annotations
