@@ -5,6 +5,8 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
 
 - A pass first strips a stale ``karpenter.sh/disrupted`` taint and ``DisruptionReason``
   condition from managed nodes that are neither queued nor being deleted (crash recovery).
+- Facts of a pass that do not depend on the time (per Pod, node, NodePool) are kept in a
+  :class:`~karpy.core.disruption.Memo` from pass to pass.
 - Passes are skipped while the cluster state is unchanged since a pass that found nothing
   (upstream's consolidated-state cache): ``mark_dirty()`` (called by the wiring on every feed
   event) ends the skip, and so do the 5-minute forced refresh and the next moment a node's
@@ -68,6 +70,7 @@ class Disruption:
         self.next_transition: float | None = None  # when a node's consolidateAfter next elapses
         self.passes = 0  # computed passes (not skipped ones); for tests and logs
         self._blocked: dict[tuple[str, str, str], str] = {}  # (kind, name, topic) -> last message
+        self.memo = core.Memo()  # now-independent facts carried from pass to pass
 
     def mark_dirty(self) -> None:
         """The cluster state changed: the next pass computes again."""
@@ -116,10 +119,11 @@ class Disruption:
     def _compute(self, snapshot: Snapshot) -> core.Decision:
         """``core.disruption.compute`` without Expired commands (the expiration controller's)."""
         self.passes += 1
-        decision = core.compute(snapshot, snapshot.now)
+        decision = core.compute(snapshot, snapshot.now, memo=self.memo)
         command = decision.command
         if command is not None and command.reason == core.EXPIRED:
-            decision = core.compute(_expired_deleting(snapshot, command.candidates), snapshot.now)
+            expired = _expired_deleting(snapshot, command.candidates)
+            decision = core.compute(expired, snapshot.now, memo=self.memo)
         return decision
 
     # -- validation and execution ----------------------------------------------------------

@@ -1,5 +1,6 @@
 """Disruption decisions as a pure function of a snapshot and ``now``."""
 
+from karpy.core.disruption.memo import Memo
 from karpy.core.disruption.methods import compute
 from karpy.core.disruption.types import (
     DRIFTED,
@@ -20,6 +21,7 @@ __all__ = [
     "Candidate",
     "Command",
     "Decision",
+    "Memo",
     "NodeRecord",
     "compute",
 ]

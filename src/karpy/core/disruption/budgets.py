@@ -9,6 +9,7 @@ the pool's nodes already being disrupted (or NotReady). A bad cron fails closed 
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Sequence
@@ -38,14 +39,23 @@ class BudgetError(ValueError):
 
 
 def validate(budget: Budget) -> None:
+    problem = _problem(budget)
+    if problem is not None:
+        raise BudgetError(problem)
+
+
+@functools.lru_cache(maxsize=256)
+def _problem(budget: Budget) -> str | None:
+    """What :func:`validate` rejects in ``budget`` (a pure function of the value, so cached)."""
     if not _NODES.match(budget.nodes):
-        raise BudgetError(f"nodes {budget.nodes!r} must be a count or a percentage from 0% to 100%")
+        return f"nodes {budget.nodes!r} must be a count or a percentage from 0% to 100%"
     if (budget.schedule is None) != (budget.duration is None):
-        raise BudgetError("schedule and duration must be set together")
+        return "schedule and duration must be set together"
     if budget.schedule is not None:
         expr = _MACROS.get(budget.schedule.strip(), budget.schedule)
         if len(expr.split()) != 5 or not croniter.is_valid(expr):
-            raise BudgetError(f"schedule {budget.schedule!r} is not a 5-field cron expression")
+            return f"schedule {budget.schedule!r} is not a 5-field cron expression"
+    return None
 
 
 def budget_nodes(budget: Budget, total: int) -> int:
@@ -60,8 +70,14 @@ def active(budget: Budget, now: float) -> bool:
     """Whether the budget is in force at ``now`` (UTC)."""
     if budget.schedule is None or budget.duration is None:
         return True
-    expr = _MACROS.get(budget.schedule.strip(), budget.schedule)
-    start = datetime.fromtimestamp(now, UTC) - timedelta(seconds=budget.duration)
+    return _active(budget.schedule, budget.duration, now)
+
+
+@functools.lru_cache(maxsize=64)
+def _active(schedule: str, duration: float, now: float) -> bool:
+    # cached: a pass asks once per reason at the same ``now``
+    expr = _MACROS.get(schedule.strip(), schedule)
+    start = datetime.fromtimestamp(now, UTC) - timedelta(seconds=duration)
     # the first fire strictly after now - duration (upstream's cron Next): active iff it is not after now
     nxt = croniter(expr, start).get_next(datetime)
     return bool(nxt.timestamp() <= now)

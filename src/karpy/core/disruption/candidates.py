@@ -7,12 +7,19 @@ no active ``do-not-disrupt`` pod (``"true"`` or a duration since the pod started
 a PDB protects. Eventual disruption (drift) keeps a node whose pods block eviction when its
 NodeClaim has a ``terminationGracePeriod``. Pods without an owner are evicted, not
 blocking; DaemonSet and mirror pods are not rescheduled.
+
+:func:`build_classes` builds both classes in one walk over the nodes. What does not depend on
+``now`` is split out (:class:`PodFacts` per pod, :class:`NodeFacts` per node: live pods, the
+pods that may block eviction, costs, price labels) so that a
+:class:`~karpy.core.disruption.memo.Memo` can keep it across passes; do-not-disrupt
+durations, what PDBs allow and the remaining lifetime are evaluated per pass.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from karpy.core.disruption import pdbs as pdbs_mod
 from karpy.core.disruption.types import Candidate
@@ -23,7 +30,23 @@ from karpy.model.objects import NodePool, Pod
 from karpy.model.requirements import Requirements
 from karpy.model.taints import NO_SCHEDULE, Taint, first_untolerated
 
-__all__ = ["EVENTUAL", "GRACEFUL", "build", "do_not_disrupt_active", "eviction_cost", "reschedulable"]
+__all__ = [
+    "EVENTUAL",
+    "GRACEFUL",
+    "Classes",
+    "NodeFacts",
+    "PodFacts",
+    "build",
+    "build_all",
+    "build_classes",
+    "do_not_disrupt_active",
+    "evictable",
+    "eviction_cost",
+    "node_facts",
+    "pod_facts",
+    "price",
+    "reschedulable",
+]
 
 DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", NO_SCHEDULE)
 GRACEFUL = "graceful"
@@ -99,26 +122,111 @@ def _lifetime_remaining(pool: NodePool, node: StateNode, now: float) -> float:
     return max(0.0, min(1.0, 1 - (now - claim.created) / expire_after))
 
 
-def _price(it: InstanceType | None, node_labels: Mapping[str, str]) -> float | None:
-    if it is None:
-        return None
-    reqs = Requirements.from_labels(
-        {k: v for k, v in node_labels.items() if k in (labels.ZONE, labels.CAPACITY_TYPE)}
-    )
+def price(it: InstanceType, price_labels: tuple[tuple[str, str], ...]) -> float | None:
+    """The cheapest offering of ``it`` compatible with the node's zone and capacity-type labels."""
+    reqs = Requirements.from_labels(dict(price_labels))
     compatible = [o.price for o in it.offerings if o.compatible(reqs)]
     return min(compatible) if compatible else None
 
 
-def build(
+@dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What a disruption pass needs of one pod that does not depend on ``now``."""
+
+    pod: Pod
+    terminal: bool
+    dnd_always: bool  # do-not-disrupt "true" (and the pod active)
+    dnd_until: float | None  # do-not-disrupt duration: active while now < this
+    evictable: bool
+    reschedulable: bool
+    eviction_cost: float
+
+    def do_not_disrupt(self, now: float) -> bool:
+        """:func:`do_not_disrupt_active` at ``now``."""
+        return self.dnd_always or (self.dnd_until is not None and now < self.dnd_until)
+
+
+def pod_facts(pod: Pod) -> PodFacts:
+    dnd_always = False
+    dnd_until = None
+    value = pod.annotations.get(labels.DO_NOT_DISRUPT)
+    if value is not None and not pod.is_terminal() and not pod.deleting:
+        if value == "true":
+            dnd_always = True
+        else:
+            seconds = _duration(value)
+            if seconds is not None:
+                started = pod.started if pod.started is not None else pod.created
+                dnd_until = started + seconds
+    return PodFacts(
+        pod,
+        pod.is_terminal(),
+        dnd_always,
+        dnd_until,
+        evictable(pod),
+        reschedulable(pod),
+        eviction_cost(pod),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What a disruption pass needs of one managed node that does not depend on ``now``.
+
+    Valid for the PDB selection it was computed with (``checks`` names the pods PDBs select).
+    """
+
+    instance_type: str  # the instance-type label ("" when absent)
+    capacity_type: str
+    zone: str
+    price_labels: tuple[tuple[str, str], ...]  # the zone and capacity-type labels, as the price reads them
+    pods: tuple[Pod, ...]  # not terminal
+    checks: tuple[tuple[PodFacts, tuple[int, ...]], ...]  # pods that may block eviction, with their PDBs
+    reschedulable: tuple[Pod, ...]
+    reschedule_cost: float  # 1 + sum of positive eviction costs of the reschedulable pods
+    eviction_cost: float  # sum of eviction costs of ``pods``
+
+
+def node_facts(
     node: StateNode,
-    *,
-    pools: Mapping[str, NodePool],
-    instance_types: Mapping[str, Mapping[str, InstanceType]],
-    limits: pdbs_mod.Limits,
-    now: float,
-    disruption_class: str,
-) -> tuple[Candidate | None, str]:
-    """The candidate for ``node`` under a disruption class, or None and why not."""
+    facts: Callable[[Pod], PodFacts],
+    selected: Callable[[Pod], tuple[int, ...]],
+) -> NodeFacts:
+    """:class:`NodeFacts` from per-pod facts and PDB selections (``selected``: the snapshot's PDBs)."""
+    live = [f for f in map(facts, node.pods) if not f.terminal]
+    checks = []
+    for f in live:
+        chosen = selected(f.pod) if f.evictable else ()
+        if f.dnd_always or f.dnd_until is not None or chosen:
+            checks.append((f, chosen))
+    moving = [f for f in live if f.reschedulable]
+    node_labels = node.labels
+    return NodeFacts(
+        instance_type=node_labels.get(labels.INSTANCE_TYPE, ""),
+        capacity_type=node_labels.get(labels.CAPACITY_TYPE, ""),
+        zone=node_labels.get(labels.ZONE, ""),
+        price_labels=tuple(
+            (k, v) for k, v in node_labels.items() if k in (labels.ZONE, labels.CAPACITY_TYPE)
+        ),
+        pods=tuple(f.pod for f in live),
+        checks=tuple(checks),
+        reschedulable=tuple(f.pod for f in moving),
+        reschedule_cost=1 + sum(max(0.0, f.eviction_cost) for f in moving),
+        eviction_cost=sum(f.eviction_cost for f in live),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Classes:
+    """Candidates of one pass for both disruption classes, and why the other nodes are not."""
+
+    graceful: list[Candidate]
+    graceful_why: dict[str, str]
+    eventual: list[Candidate]
+    eventual_why: dict[str, str]
+
+
+def _not_candidate(node: StateNode, pools: Mapping[str, NodePool]) -> tuple[NodePool | None, str]:
     if node.claim is None or node.node is None:
         return (
             None,
@@ -135,42 +243,101 @@ def build(
     pool = pools.get(node.node_pool)
     if pool is None:
         return None, f"NodePool {node.node_pool!r} not found"
-    pods = tuple(p for p in node.pods if not p.is_terminal())
-    blocked = ""
-    for pod in pods:
-        if do_not_disrupt_active(pod, now):
-            blocked = (
-                f"pod {pod.key} has karpenter.sh/do-not-disrupt={pod.annotations[labels.DO_NOT_DISRUPT]}"
-            )
-            break
-        if evictable(pod):
-            why = limits.blocking(pod)
-            if why is not None:
-                blocked = why
+    return pool, ""
+
+
+def build_classes(
+    nodes: Sequence[StateNode],
+    *,
+    pools: Mapping[str, NodePool],
+    instance_types: Mapping[str, Mapping[str, InstanceType]],
+    limits: pdbs_mod.Limits,
+    now: float,
+    facts: Callable[[StateNode], NodeFacts] | None = None,
+    price_of: Callable[[InstanceType, tuple[tuple[str, str], ...]], float | None] = price,
+) -> Classes:
+    """The candidates of both classes in one walk over ``nodes``.
+
+    The classes differ only for a node whose pods block eviction: graceful disruption skips
+    it, eventual disruption keeps it when its NodeClaim has a ``terminationGracePeriod``.
+    ``facts`` and ``price_of`` may be memoized (:class:`karpy.core.disruption.memo.Memo`).
+    """
+    if facts is None:
+        selected = limits.selected
+
+        def facts(node: StateNode) -> NodeFacts:
+            return node_facts(node, pod_facts, selected)
+
+    graceful: list[Candidate] = []
+    graceful_why: dict[str, str] = {}
+    eventual: list[Candidate] = []
+    eventual_why: dict[str, str] = {}
+    for node in nodes:
+        pool, why = _not_candidate(node, pools)
+        if pool is None:
+            graceful_why[node.name] = why
+            eventual_why[node.name] = why
+            continue
+        claim = node.claim
+        assert claim is not None
+        f = facts(node)
+        blocked = ""
+        for pf, chosen in f.checks:
+            if pf.do_not_disrupt(now):
+                pod = pf.pod
+                blocked = (
+                    f"pod {pod.key} has karpenter.sh/do-not-disrupt={pod.annotations[labels.DO_NOT_DISRUPT]}"
+                )
                 break
-    if blocked:
-        eventual_ok = disruption_class == EVENTUAL and node.claim.termination_grace_period is not None
-        if not eventual_ok:
-            return None, blocked
-    node_labels = node.labels
-    it = instance_types.get(pool.name, {}).get(node_labels.get(labels.INSTANCE_TYPE, ""))
-    moving = tuple(p for p in pods if reschedulable(p))
-    return (
-        Candidate(
+            if chosen:
+                pdb_why = limits.blocking(pf.pod, chosen)
+                if pdb_why is not None:
+                    blocked = pdb_why
+                    break
+        if blocked:
+            graceful_why[node.name] = blocked
+            if claim.termination_grace_period is None:
+                eventual_why[node.name] = blocked
+                continue
+        it = instance_types.get(pool.name, {}).get(f.instance_type)
+        candidate = Candidate(
             node=node,
             pool=pool,
             instance_type=it,
-            capacity_type=node_labels.get(labels.CAPACITY_TYPE, ""),
-            zone=node_labels.get(labels.ZONE, ""),
-            price=_price(it, node_labels),
-            reschedulable=moving,
-            pods=pods,
-            reschedule_cost=1 + sum(max(0.0, eviction_cost(p)) for p in moving),
-            disruption_cost=sum(eviction_cost(p) for p in pods) * _lifetime_remaining(pool, node, now),
+            capacity_type=f.capacity_type,
+            zone=f.zone,
+            price=price_of(it, f.price_labels) if it is not None else None,
+            reschedulable=f.reschedulable,
+            pods=f.pods,
+            reschedule_cost=f.reschedule_cost,
+            disruption_cost=f.eviction_cost * _lifetime_remaining(pool, node, now),
             blocked_eviction=blocked,
-        ),
-        "",
+        )
+        if not blocked:
+            graceful.append(candidate)
+        eventual.append(candidate)
+    return Classes(graceful, graceful_why, eventual, eventual_why)
+
+
+def build(
+    node: StateNode,
+    *,
+    pools: Mapping[str, NodePool],
+    instance_types: Mapping[str, Mapping[str, InstanceType]],
+    limits: pdbs_mod.Limits,
+    now: float,
+    disruption_class: str,
+) -> tuple[Candidate | None, str]:
+    """The candidate for ``node`` under a disruption class, or None and why not."""
+    found, why = build_all(
+        (node,),
+        pools=pools,
+        instance_types=instance_types,
+        limits=limits,
+        now=now,
+        disruption_class=disruption_class,
     )
+    return (found[0] if found else None), why.get(node.name, "")
 
 
 def build_all(
@@ -182,19 +349,7 @@ def build_all(
     now: float,
     disruption_class: str,
 ) -> tuple[list[Candidate], dict[str, str]]:
-    out: list[Candidate] = []
-    why_not: dict[str, str] = {}
-    for node in nodes:
-        candidate, reason = build(
-            node,
-            pools=pools,
-            instance_types=instance_types,
-            limits=limits,
-            now=now,
-            disruption_class=disruption_class,
-        )
-        if candidate is None:
-            why_not[node.name] = reason
-        else:
-            out.append(candidate)
-    return out, why_not
+    classes = build_classes(nodes, pools=pools, instance_types=instance_types, limits=limits, now=now)
+    if disruption_class == EVENTUAL:
+        return classes.eventual, classes.eventual_why
+    return classes.graceful, classes.graceful_why

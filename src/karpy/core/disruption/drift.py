@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 
 from karpy.core.snapshot import StateNode
 from karpy.model.objects import NodePool
@@ -25,6 +26,7 @@ __all__ = [
     "drift_reason",
     "drifted_since",
     "pool_hash",
+    "requirement_conflicts",
 ]
 
 HASH_ANNOTATION = "karpenter.sh/nodepool-hash"
@@ -47,8 +49,28 @@ def pool_hash(pool: NodePool) -> str:
     return str(int(digest[:16], 16))
 
 
-def drift_reason(node: StateNode, pool: NodePool) -> str | None:
-    """Why the node's claim is drifted, or None."""
+def requirement_conflicts(node: StateNode, pool: NodePool) -> str | None:
+    """The NodePool requirements the node's labels no longer meet, or None."""
+    node_labels = node.labels
+    present = Requirements(r for r in pool.requirement_set().values() if r.key in node_labels)
+    conflicts = Requirements.from_labels(node_labels).intersects(present)
+    if conflicts:
+        return "NodePool requirements changed: " + "; ".join(conflicts)
+    return None
+
+
+def drift_reason(
+    node: StateNode,
+    pool: NodePool,
+    *,
+    hash_of: Callable[[NodePool], str] = pool_hash,
+    conflicts_of: Callable[[StateNode, NodePool], str | None] = requirement_conflicts,
+) -> str | None:
+    """Why the node's claim is drifted, or None.
+
+    ``hash_of`` and ``conflicts_of`` are :func:`pool_hash` and :func:`requirement_conflicts`,
+    or memos of them.
+    """
     claim = node.claim
     if claim is None:
         return None
@@ -58,15 +80,10 @@ def drift_reason(node: StateNode, pool: NodePool) -> str | None:
     annotations = claim.annotations
     stamped = annotations.get(HASH_ANNOTATION)
     if stamped is not None and annotations.get(HASH_VERSION_ANNOTATION) == HASH_VERSION:
-        current = pool_hash(pool)
+        current = hash_of(pool)
         if stamped != current:
             return f"NodePool template changed (hash {stamped} -> {current})"
-    node_labels = node.labels
-    present = Requirements(r for r in pool.requirement_set().values() if r.key in node_labels)
-    conflicts = Requirements.from_labels(node_labels).intersects(present)
-    if conflicts:
-        return "NodePool requirements changed: " + "; ".join(conflicts)
-    return None
+    return conflicts_of(node, pool)
 
 
 def drifted_since(node: StateNode, now: float) -> float:

@@ -4,7 +4,9 @@ Expired NodeClaims are reported first (forceful, outside budgets, PDBs and do-no
 at runtime only the expiration controller acts on them). Then the methods run in
 upstream's order — emptiness, drift, multi-node consolidation, single-node consolidation —
 and the first that yields a command wins. Every node gets a :class:`NodeRecord` saying why
-it is or is not disrupted.
+it is or is not disrupted. Candidates of both disruption classes come from one walk; a
+caller running pass after pass passes a :class:`~karpy.core.disruption.memo.Memo`
+(``compute(snapshot, now, memo=...)``) to keep what does not depend on ``now``.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from karpy.core import lifecycle
 from karpy.core.disruption import budgets, consolidation, drift
 from karpy.core.disruption import candidates as cand_mod
-from karpy.core.disruption import pdbs as pdbs_mod
+from karpy.core.disruption.memo import Memo
 from karpy.core.disruption.types import (
     DRIFTED,
     EMPTY,
@@ -30,23 +32,26 @@ from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool
 
-__all__ = ["compute"]
+__all__ = ["Memo", "compute"]
 
 _STABILIZATION = "karpy.sh/consolidation-stabilization"
 
 
 class _Pass:
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(self, snapshot: Snapshot, now: float, memo: Memo) -> None:
         self.snapshot = snapshot
         self.now = now
+        self.memo = memo
+        memo.begin(snapshot)
         self.pools: dict[str, NodePool] = {p.name: p for p in snapshot.node_pools if p.replicas is None}
         self.types: dict[str, dict[str, InstanceType]] = {
             name: {it.name: it for it in its} for name, its in snapshot.instance_types.items()
         }
-        self.limits = pdbs_mod.Limits(snapshot.pdbs, snapshot.pods)
+        self.limits = memo.limits(snapshot.pdbs, snapshot.pods)
         self.notes: dict[str, list[str]] = {n.name: [] for n in snapshot.nodes}
         self.allowed: dict[str, dict[str, int]] = {}
         self.budget_why: dict[tuple[str, str], str] = {}
+        self.stabilizing: dict[str, bool] = {}
 
     def note(self, node: str, text: str) -> None:
         self.notes.setdefault(node, []).append(text)
@@ -59,14 +64,15 @@ class _Pass:
             self.budget_why[(pool, reason)] = why
         return per_pool[reason]
 
-    def candidates(self, disruption_class: str) -> tuple[list[Candidate], Mapping[str, str]]:
-        return cand_mod.build_all(
+    def candidates(self) -> cand_mod.Classes:
+        return cand_mod.build_classes(
             self.snapshot.nodes,
             pools=self.pools,
             instance_types=self.types,
             limits=self.limits,
             now=self.now,
-            disruption_class=disruption_class,
+            facts=self.memo.node,
+            price_of=self.memo.price,
         )
 
     # -- expiration ----------------------------------------------------------------------
@@ -116,7 +122,7 @@ class _Pass:
     def drift(self, eventual: Sequence[Candidate]) -> Command | None:
         drifted: list[tuple[float, str, Candidate]] = []
         for c in eventual:
-            why = drift.drift_reason(c.node, c.pool)
+            why = self.memo.drift_reason(c.node, c.pool)
             if why is None:
                 continue
             self.note(c.name, f"drifted: {why}")
@@ -172,6 +178,12 @@ class _Pass:
         return out
 
     def _stabilizing(self, pool: NodePool) -> bool:
+        found = self.stabilizing.get(pool.name)
+        if found is None:
+            found = self.stabilizing[pool.name] = self._stabilizing_now(pool)
+        return found
+
+    def _stabilizing_now(self, pool: NodePool) -> bool:
         text = pool.meta_annotations.get(_STABILIZATION)
         window = cand_mod._duration(text) if text else None
         if window is None:
@@ -217,8 +229,9 @@ class _Pass:
     # -- the pass --------------------------------------------------------------------------
     def run(self) -> Decision:
         command = self.expired()
-        graceful, graceful_why = self.candidates(cand_mod.GRACEFUL)
-        eventual, eventual_why = self.candidates(cand_mod.EVENTUAL)
+        classes = self.candidates()
+        graceful, graceful_why = classes.graceful, classes.graceful_why
+        eventual, eventual_why = classes.eventual, classes.eventual_why
         if command is None:
             command = self.emptiness(graceful)
         if command is None:
@@ -264,8 +277,13 @@ def _pool(node: StateNode) -> str:
     return node.node_pool
 
 
-def compute(snapshot: Snapshot, now: float | None = None) -> Decision:
-    """One disruption pass at ``now`` (default: the snapshot's time)."""
+def compute(snapshot: Snapshot, now: float | None = None, *, memo: Memo | None = None) -> Decision:
+    """One disruption pass at ``now`` (default: the snapshot's time).
+
+    ``memo`` keeps now-independent facts from earlier passes (a caller running passes over
+    successive snapshots keeps one); without it every fact is computed afresh. The decision
+    is the same either way.
+    """
     if now is not None and now != snapshot.now:
         snapshot = dataclasses.replace(snapshot, now=now)
-    return _Pass(snapshot, snapshot.now).run()
+    return _Pass(snapshot, snapshot.now, memo if memo is not None else Memo()).run()

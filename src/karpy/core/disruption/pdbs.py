@@ -5,17 +5,20 @@ when the status is known, otherwise computed from ``minAvailable``/``maxUnavaila
 ready pods it selects), unless the pod is not Ready and the PDB's
 ``unhealthyPodEvictionPolicy`` is ``AlwaysAllow``. A pod selected by more than one PDB is
 blocked too: the Eviction API rejects it.
+
+Which PDBs select a pod (:func:`selecting`) does not change while the pod and the PDBs'
+namespaces and selectors do not, so :class:`Limits` takes an optional ``selected`` function
+(a memo of :func:`selecting`); what each PDB allows is evaluated per :class:`Limits`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 
 from karpy.model.objects import Pod, PodDisruptionBudget
 
-__all__ = ["Limits"]
+__all__ = ["Limits", "selecting"]
 
 
 def _scaled(value: str, total: int, *, round_up: bool) -> int:
@@ -25,48 +28,72 @@ def _scaled(value: str, total: int, *, round_up: bool) -> int:
     return int(value)
 
 
-@dataclass(frozen=True, slots=True)
-class _Budget:
-    pdb: PodDisruptionBudget
-    allowed: int
+def _selects(pdb: PodDisruptionBudget, pod: Pod) -> bool:
+    return pdb.selector is not None and pod.namespace == pdb.namespace and pdb.selector.matches(pod.labels)
+
+
+def selecting(pdbs: Sequence[PodDisruptionBudget], pod: Pod) -> tuple[int, ...]:
+    """Indices (in ``pdbs`` order) of the PDBs whose selector picks ``pod``."""
+    return tuple(i for i, pdb in enumerate(pdbs) if _selects(pdb, pod))
+
+
+def _allowed(pdb: PodDisruptionBudget, expected: int, healthy: int) -> int:
+    if pdb.min_available is not None:
+        desired = _scaled(pdb.min_available, expected, round_up=True)
+    elif pdb.max_unavailable is not None:
+        desired = expected - _scaled(pdb.max_unavailable, expected, round_up=True)
+    else:
+        desired = expected
+    return max(0, healthy - desired)
 
 
 class Limits:
-    def __init__(self, pdbs: Sequence[PodDisruptionBudget], pods: Sequence[Pod]) -> None:
-        self._budgets: list[_Budget] = []
-        for pdb in pdbs:
-            self._budgets.append(_Budget(pdb, self._allowed(pdb, pods)))
+    """What each PDB allows now, given the pods of one snapshot.
 
-    @staticmethod
-    def _selects(pdb: PodDisruptionBudget, pod: Pod) -> bool:
-        return (
-            pdb.selector is not None and pod.namespace == pdb.namespace and pdb.selector.matches(pod.labels)
+    ``selected(pod)`` must return :func:`selecting` ``(pdbs, pod)`` (default: computed).
+    """
+
+    def __init__(
+        self,
+        pdbs: Sequence[PodDisruptionBudget],
+        pods: Sequence[Pod],
+        *,
+        selected: Callable[[Pod], tuple[int, ...]] | None = None,
+    ) -> None:
+        self._pdbs = tuple(pdbs)
+        self.selected: Callable[[Pod], tuple[int, ...]] = selected if selected is not None else self._select
+        expected = [0] * len(self._pdbs)
+        healthy = [0] * len(self._pdbs)
+        if any(pdb.disruptions_allowed is None for pdb in self._pdbs):
+            for pod in pods:
+                if pod.is_terminal() or pod.deleting:
+                    continue
+                for i in self.selected(pod):
+                    expected[i] += 1
+                    if pod.ready:
+                        healthy[i] += 1
+        self._allowed = tuple(
+            pdb.disruptions_allowed
+            if pdb.disruptions_allowed is not None
+            else _allowed(pdb, expected[i], healthy[i])
+            for i, pdb in enumerate(self._pdbs)
         )
 
-    def _allowed(self, pdb: PodDisruptionBudget, pods: Sequence[Pod]) -> int:
-        if pdb.disruptions_allowed is not None:
-            return pdb.disruptions_allowed
-        selected = [p for p in pods if self._selects(pdb, p) and not p.is_terminal() and not p.deleting]
-        expected = len(selected)
-        healthy = sum(1 for p in selected if p.ready)
-        if pdb.min_available is not None:
-            desired = _scaled(pdb.min_available, expected, round_up=True)
-        elif pdb.max_unavailable is not None:
-            desired = expected - _scaled(pdb.max_unavailable, expected, round_up=True)
-        else:
-            desired = expected
-        return max(0, healthy - desired)
+    def _select(self, pod: Pod) -> tuple[int, ...]:
+        return selecting(self._pdbs, pod)
 
-    def blocking(self, pod: Pod) -> str | None:
-        """Why ``pod`` cannot be evicted now, or None."""
-        matching = [b for b in self._budgets if self._selects(b.pdb, pod)]
+    def blocking(self, pod: Pod, selected: tuple[int, ...] | None = None) -> str | None:
+        """Why ``pod`` cannot be evicted now, or None (``selected``: ``self.selected(pod)`` if known)."""
+        matching = self.selected(pod) if selected is None else selected
+        if not matching:
+            return None
         if len(matching) > 1:
-            names = ", ".join(sorted(f"{b.pdb.namespace}/{b.pdb.name}" for b in matching))
+            names = ", ".join(sorted(f"{self._pdbs[i].namespace}/{self._pdbs[i].name}" for i in matching))
             return f"pod {pod.key} is selected by several PDBs ({names})"
-        for budget in matching:
-            if budget.allowed > 0:
-                continue
-            if not pod.ready and budget.pdb.unhealthy_pod_eviction_policy == "AlwaysAllow":
-                continue
-            return f"PDB {budget.pdb.namespace}/{budget.pdb.name} allows no disruption of pod {pod.key}"
-        return None
+        i = matching[0]
+        if self._allowed[i] > 0:
+            return None
+        pdb = self._pdbs[i]
+        if not pod.ready and pdb.unhealthy_pod_eviction_policy == "AlwaysAllow":
+            return None
+        return f"PDB {pdb.namespace}/{pdb.name} allows no disruption of pod {pod.key}"

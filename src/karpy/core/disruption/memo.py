@@ -1,0 +1,205 @@
+"""What a disruption pass computes that does not depend on ``now``, kept from pass to pass.
+
+A :class:`Memo` belongs to its caller (the disruption controller keeps one for its lifetime)
+and is handed to :func:`karpy.core.disruption.compute`. It keeps, per object of the frozen
+snapshot values: the :class:`~karpy.core.disruption.candidates.PodFacts` of a Pod, which PDBs
+select it, the :class:`~karpy.core.disruption.candidates.NodeFacts` of a node (by its Node
+and NodeClaim label maps, name and pod objects), the price of an instance type for a zone
+and capacity type, a NodePool's hash, the NodePool requirements a node's labels conflict
+with (by value), and the PDB limits of a (PDBs, pods) pair. Entries are keyed by
+object identity and hold their key objects, so an id is never reused while its entry lives,
+and a hit is checked with ``is``: an object that is not the same is computed afresh (model
+objects are frozen and their maps never mutated). What depends on ``now`` (do-not-disrupt
+durations, remaining lifetime, consolidateAfter, budgets) or on other objects (what a PDB
+allows now) stays per pass.
+
+Every few passes (``passes_per_generation``) :meth:`Memo.begin` starts a generation: entries
+used in neither the previous nor the current generation are dropped, so a memo holds the
+objects of at most twice that many passes. A memo changes no decision: a new memo per pass
+(what ``compute`` uses when given none) computes the same values, only slower.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from karpy.core.disruption import candidates as cand
+from karpy.core.disruption import drift
+from karpy.core.disruption import pdbs as pdbs_mod
+from karpy.core.snapshot import Snapshot, StateNode
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import NodePool, Pod, PodDisruptionBudget
+
+__all__ = ["Memo"]
+
+
+def _same(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
+    """The same objects in the same order."""
+    return old is new or (len(old) == len(new) and all(map(operator.is_, old, new)))
+
+
+class _Store:
+    """Two generations of one table: a hit in the previous one moves to the current one."""
+
+    __slots__ = ("cur", "old")
+
+    def __init__(self) -> None:
+        self.cur: dict[Any, Any] = {}
+        self.old: dict[Any, Any] = {}
+
+    def rotate(self) -> None:
+        self.old = self.cur
+        self.cur = {}
+
+    def get(self, key: Any) -> Any:
+        entry = self.cur.get(key)
+        if entry is None:
+            entry = self.old.get(key)
+            if entry is not None:
+                self.cur[key] = entry
+        return entry
+
+    def __len__(self) -> int:
+        return len(self.cur.keys() | self.old.keys())
+
+
+class Memo:
+    """Now-independent facts of disruption passes, by object identity (see the module doc)."""
+
+    def __init__(self, passes_per_generation: int = 8) -> None:
+        self._per_generation = max(1, passes_per_generation)
+        self._passes = 0
+        self._pods = _Store()  # id(pod) -> [pod, PodFacts | None, token, PDB indices | None]
+        self._nodes = _Store()  # (id(node labels), id(claim labels)) -> (..., name, pods, token, NodeFacts)
+        self._prices = _Store()  # (id(type), zone/capacity-type labels) -> (type, price)
+        self._hashes = _Store()  # id(pool) -> (pool, hash)
+        self._conflicts = _Store()  # (node labels, pool requirements, pool labels) -> (conflicts,)
+        self._stores = (self._pods, self._nodes, self._prices, self._hashes, self._conflicts)
+        self._pdbs: tuple[PodDisruptionBudget, ...] = ()
+        self._pdb_key: tuple[object, ...] = ()
+        self._token = 0  # changes when which PDBs select a pod may change
+        self._limits: tuple[tuple[PodDisruptionBudget, ...], tuple[Pod, ...], pdbs_mod.Limits] | None = None
+
+    def begin(self, snapshot: Snapshot) -> None:
+        """Start a pass over ``snapshot`` (every few passes a new generation) with its PDBs."""
+        if self._passes % self._per_generation == 0:
+            for store in self._stores:
+                store.rotate()
+        self._passes += 1
+        pdbs = snapshot.pdbs
+        if pdbs is not self._pdbs:
+            key = tuple((pdb.namespace, pdb.selector) for pdb in pdbs)
+            if key != self._pdb_key:
+                self._pdb_key = key
+                self._token += 1
+            self._pdbs = pdbs
+
+    def size(self) -> int:
+        """Entries held (for tests)."""
+        return sum(len(store) for store in self._stores)
+
+    # -- pods --------------------------------------------------------------------------------
+    def _pod_entry(self, pod: Pod) -> list[Any]:
+        key = id(pod)
+        entry: list[Any] | None = self._pods.cur.get(key)
+        if entry is None:
+            entry = self._pods.old.get(key)
+            if entry is None or entry[0] is not pod:
+                entry = [pod, None, None, None]
+            self._pods.cur[key] = entry
+        elif entry[0] is not pod:  # pragma: no cover - the entry keeps its pod alive
+            entry = self._pods.cur[key] = [pod, None, None, None]
+        return entry
+
+    def pod(self, pod: Pod) -> cand.PodFacts:
+        entry = self._pods.cur.get(id(pod))
+        if entry is None or entry[0] is not pod:
+            entry = self._pod_entry(pod)
+        facts: cand.PodFacts | None = entry[1]
+        if facts is None:
+            facts = entry[1] = cand.pod_facts(pod)
+        return facts
+
+    def selected(self, pod: Pod) -> tuple[int, ...]:
+        """:func:`karpy.core.disruption.pdbs.selecting` over the PDBs of the current pass."""
+        entry = self._pods.cur.get(id(pod))
+        if entry is None or entry[0] is not pod:
+            entry = self._pod_entry(pod)
+        if entry[2] != self._token:
+            entry[2] = self._token
+            entry[3] = pdbs_mod.selecting(self._pdbs, pod)
+        chosen: tuple[int, ...] = entry[3]
+        return chosen
+
+    def limits(self, pdbs: tuple[PodDisruptionBudget, ...], pods: tuple[Pod, ...]) -> pdbs_mod.Limits:
+        """The PDB limits of the current pass (``pdbs`` must be the snapshot's, as given to begin)."""
+        cached = self._limits
+        if cached is not None and _same(cached[0], pdbs) and _same(cached[1], pods):
+            return cached[2]
+        limits = pdbs_mod.Limits(pdbs, pods, selected=self.selected)
+        self._limits = (pdbs, pods, limits)
+        return limits
+
+    # -- nodes -------------------------------------------------------------------------------
+    def node(self, node: StateNode) -> cand.NodeFacts:
+        """NodeFacts read the node's labels and pods: reused while those are the same objects."""
+        node_labels = node.node.labels if node.node is not None else None
+        claim_labels = node.claim.labels if node.claim is not None else None
+        key = (id(node_labels), id(claim_labels))
+        entry = self._nodes.get(key)
+        pods = node.pods
+        if (
+            entry is not None
+            and entry[0] is node_labels
+            and entry[1] is claim_labels
+            and entry[2] == node.name
+            and entry[4] == self._token
+            and _same(entry[3], pods)
+        ):
+            facts: cand.NodeFacts = entry[5]
+            return facts
+        facts = cand.node_facts(node, self.pod, self.selected)
+        self._nodes.cur[key] = (node_labels, claim_labels, node.name, pods, self._token, facts)
+        return facts
+
+    def price(self, it: InstanceType, price_labels: tuple[tuple[str, str], ...]) -> float | None:
+        key = (id(it), price_labels)
+        entry = self._prices.get(key)
+        if entry is not None and entry[0] is it:
+            found: float | None = entry[1]
+            return found
+        found = cand.price(it, price_labels)
+        self._prices.cur[key] = (it, found)
+        return found
+
+    # -- drift -------------------------------------------------------------------------------
+    def pool_hash(self, pool: NodePool) -> str:
+        key = id(pool)
+        entry = self._hashes.get(key)
+        if entry is not None and entry[0] is pool:
+            found: str = entry[1]
+            return found
+        found = drift.pool_hash(pool)
+        self._hashes.cur[key] = (pool, found)
+        return found
+
+    def conflicts(self, node: StateNode, pool: NodePool) -> str | None:
+        """:func:`karpy.core.disruption.drift.requirement_conflicts`, by value.
+
+        It reads only the node's labels and the pool's requirements and template labels (all
+        in order: the conflicts list follows it), and a NodePool object is replaced on every
+        status update, so the key is those values.
+        """
+        key = (tuple(node.labels.items()), pool.requirements, tuple(pool.labels.items()))
+        entry = self._conflicts.get(key)
+        if entry is not None:
+            cached: str | None = entry[0]
+            return cached
+        found = drift.requirement_conflicts(node, pool)
+        self._conflicts.cur[key] = (found,)
+        return found
+
+    def drift_reason(self, node: StateNode, pool: NodePool) -> str | None:
+        """:func:`karpy.core.disruption.drift.drift_reason` with the pool hash and conflicts memoized."""
+        return drift.drift_reason(node, pool, hash_of=self.pool_hash, conflicts_of=self.conflicts)
