@@ -6,9 +6,10 @@ from its instance type, zone and capacity-type labels), ``karpy_pods_pending`` a
 ``karpy_pods_pending_oldest_age_seconds`` (unbound pods, DaemonSet pods excluded), and
 ``karpy_pods_startup_duration_seconds`` (pod creation -> Running, observed once per pod).
 
-Each NodePool's instance types are asked for once per pass (not once per NodeClaim), and the
-pod gauges and startup observations are recomputed only when the cluster's pods changed
-(``Cluster.pods_version``).
+Each NodePool's instance types are asked for once per pass (not once per NodeClaim), a
+claim's price is looked up again only when the claim or its instance type object changed,
+and the pod gauges and startup observations are recomputed only when the cluster's pods
+changed (``Cluster.pods_version``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
-from karpy.model.objects import Pod
+from karpy.model.objects import NodeClaim, Pod
 
 __all__ = ["StateMetrics"]
 
@@ -33,6 +34,8 @@ class StateMetrics:
         self._waiting: list[Pod] = []
         # NodePool name -> (its instance types, by name), reused while the source returns the same tuple
         self._types: dict[str, tuple[tuple[InstanceType, ...], dict[str, InstanceType]]] = {}
+        # NodeClaim name -> (claim, its instance type, its offering's price), while both are the same objects
+        self._prices: dict[str, tuple[NodeClaim, InstanceType, float | None]] = {}
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
@@ -57,14 +60,22 @@ class StateMetrics:
             it = by_name.get(claim.labels.get(labels.INSTANCE_TYPE, ""))
             if it is None:
                 continue
-            prices = [
-                o.price
-                for o in it.offerings
-                if o.zone == claim.labels.get(labels.ZONE)
-                and o.capacity_type == claim.labels.get(labels.CAPACITY_TYPE)
-            ]
-            if prices:
-                costs[pool.name] = costs.get(pool.name, 0.0) + min(prices)
+            known = self._prices.get(claim.name)
+            if known is not None and known[0] is claim and known[1] is it:
+                price = known[2]
+            else:
+                prices = [
+                    o.price
+                    for o in it.offerings
+                    if o.zone == claim.labels.get(labels.ZONE)
+                    and o.capacity_type == claim.labels.get(labels.CAPACITY_TYPE)
+                ]
+                price = min(prices) if prices else None
+                self._prices[claim.name] = (claim, it, price)
+            if price is not None:
+                costs[pool.name] = costs.get(pool.name, 0.0) + price
+        for name in [n for n in self._prices if n not in cluster.claims]:
+            del self._prices[name]
         for pool_name, cost in sorted(costs.items()):
             metrics.cluster_cost.labels(nodepool=pool_name).set(cost)
         counts: dict[tuple[str, str, str], int] = {}
