@@ -198,3 +198,23 @@ def test_on_event_filter() -> None:
     assert status.on_event(ObjectEvent("DELETED", pod))
     assert status.on_event(ObjectEvent("MODIFIED", world.cluster.claims["n1-claim"]))
     assert not status.on_event(ObjectEvent("MODIFIED", world.cluster.nodes["n1"]))
+
+
+def test_a_pod_starting_to_terminate_is_a_pod_event_after_quiet_passes() -> None:
+    world = World.make(TYPES)
+    world.apply(raw_pool())
+    add_node(world, "n1")
+    bind(world, "p1", "n1")
+    world.loop.run(until=world.loop.now + 100)
+    status = NodeClaimStatus(world.ctx)
+    status.reconcile()  # an older claim: what it finds is no event
+    calls = len(world.kube.calls)
+    for _ in range(3):
+        status.reconcile()  # nothing changed: nothing written
+    assert len(world.kube.calls) == calls
+    assert last_event(world) is None
+    pod = world.kube.get("Pod", "p1", "default")
+    pod["metadata"]["deletionTimestamp"] = encode.time(world.loop.now)
+    world.kube.update(pod)  # same pods on the node, one of them now terminating
+    status.reconcile()
+    assert last_event(world) == world.loop.now

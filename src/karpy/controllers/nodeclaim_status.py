@@ -16,6 +16,9 @@ task, ``nodeclaim.status``; the wiring wakes it on pod, NodeClaim and NodePool e
 
 Writes are JSON merge patches of ``status`` (the conditions list is rebuilt from a fresh
 ``get``). Deleting claims and claims whose NodePool is unknown keep their condition as is.
+
+A claim's pod signature is recomputed only when its StateNode holds a different tuple of
+pods (the cluster hands back the same tuple while the node's pods are unchanged).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class NodeClaimStatus:
         self.ctx = ctx
         self._started = ctx.now()
         self._seen: dict[str, _PodSig] = {}
+        self._signatures: dict[str, tuple[tuple[Pod, ...], _PodSig]] = {}  # claim -> (pods, signature)
 
     def on_event(self, event: ObjectEvent) -> bool:
         """True for the events that may change a claim's pod events or Consolidatable."""
@@ -73,7 +77,12 @@ class NodeClaimStatus:
                 continue
             alive.add(claim.name)
             status: dict[str, Any] = {}
-            current = _signature(state.pods)
+            cached = self._signatures.get(claim.name)
+            if cached is not None and cached[0] is state.pods:
+                current = cached[1]
+            else:
+                current = _signature(state.pods)
+                self._signatures[claim.name] = (state.pods, current)
             seen = self._seen.get(claim.name)
             if seen is None:
                 seen = frozenset() if claim.created + 1.0 > self._started else current
@@ -94,6 +103,8 @@ class NodeClaimStatus:
                 next_flip = min(next_flip, RETRY_SECONDS)
         for name in [n for n in self._seen if n not in alive]:
             del self._seen[name]
+        for name in [n for n in self._signatures if n not in alive]:
+            del self._signatures[name]
         return Result(requeue_after=max(0.0, next_flip))
 
     def _consolidatable(

@@ -3,6 +3,9 @@
 Upstream's ``nodepool.counter``: every 5 s, for each NodePool, the summed capacity of the
 nodes it owns (cpu, memory, pods, ephemeral-storage, and every other resource they report)
 and their count, written with a merge patch only when it changed.
+
+One ``state_nodes`` call per pass, grouped by NodePool; the sums are kept while the cluster
+hands back the same tuple of StateNodes (nothing they read changed).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from karpy.api import encode
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
+from karpy.core.snapshot import StateNode
 from karpy.model import errors
 from karpy.model.resources import Resources, total
 
@@ -23,21 +27,40 @@ class NodePoolStatus:
         self.ctx = ctx
         self.interval = interval
         self._written: dict[str, tuple[Resources, int]] = {}
+        self._nodes: tuple[StateNode, ...] | None = None
+        self._usage: dict[str, tuple[Resources, int]] = {}
+
+    def _pool_usage(self, nodes: tuple[StateNode, ...]) -> dict[str, tuple[Resources, int]]:
+        """NodePool name -> (summed capacity, count) of the managed nodes it owns."""
+        if nodes is not self._nodes:
+            members: dict[str, list[StateNode]] = {}
+            for n in nodes:
+                if n.claim:
+                    members.setdefault(n.node_pool, []).append(n)
+            self._usage = {
+                pool: (
+                    total(
+                        n.node.capacity if n.node is not None and n.node.capacity else n.claim.capacity  # type: ignore[union-attr]
+                        for n in owned
+                    ),
+                    len(owned),
+                )
+                for pool, owned in members.items()
+            }
+            self._nodes = nodes
+        return self._usage
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
+        usage = self._pool_usage(cluster.state_nodes(self.ctx.now()))
         for pool_name in sorted(cluster.node_pools):
-            members = [n for n in cluster.state_nodes(self.ctx.now()) if n.node_pool == pool_name and n.claim]
-            capacity = total(
-                (n.node.capacity if n.node is not None and n.node.capacity else n.claim.capacity)  # type: ignore[union-attr]
-                for n in members
-            )
-            current = (capacity, len(members))
+            current = usage.get(pool_name) or (total(()), 0)
             if self._written.get(pool_name) == current:
                 continue
+            capacity, count = current
             status = {
-                "resources": {**encode.resources(capacity), "nodes": str(len(members))},
-                "nodes": len(members),
+                "resources": {**encode.resources(capacity), "nodes": str(count)},
+                "nodes": count,
             }
             try:
                 self.ctx.kube.patch("NodePool", pool_name, {"status": status})

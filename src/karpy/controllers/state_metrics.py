@@ -5,6 +5,11 @@
 from its instance type, zone and capacity-type labels), ``karpy_pods_pending`` and
 ``karpy_pods_pending_oldest_age_seconds`` (unbound pods, DaemonSet pods excluded), and
 ``karpy_pods_startup_duration_seconds`` (pod creation -> Running, observed once per pod).
+
+Each NodePool's instance types are asked for once per pass (not once per NodeClaim), a
+claim's price is looked up again only when the claim or its instance type object changed,
+and the pod gauges and startup observations are recomputed only when the cluster's pods
+changed (``Cluster.pods_version``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.model import labels
+from karpy.model.catalog import InstanceType
+from karpy.model.objects import NodeClaim, Pod
 
 __all__ = ["StateMetrics"]
 
@@ -23,28 +30,52 @@ class StateMetrics:
         self.ctx = ctx
         self.interval = interval
         self._started: set[str] = set()
+        self._pods_version = -1  # Cluster.pods_version when ``_waiting`` was computed
+        self._waiting: list[Pod] = []
+        # NodePool name -> (its instance types, by name), reused while the source returns the same tuple
+        self._types: dict[str, tuple[tuple[InstanceType, ...], dict[str, InstanceType]]] = {}
+        # NodeClaim name -> (claim, its instance type, its offering's price), while both are the same objects
+        self._prices: dict[str, tuple[NodeClaim, InstanceType, float | None]] = {}
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
         metrics = self.ctx.metrics
         metrics.cluster_state_nodes.set(len(cluster.nodes))
         costs: dict[str, float] = {name: 0.0 for name in cluster.node_pools}
+        types_now: dict[str, dict[str, InstanceType]] = {}  # asked once per NodePool per pass
         for claim in cluster.claims.values():
             pool = cluster.node_pools.get(claim.node_pool)
             if pool is None or not claim.provider_id:
                 continue
-            by_name = {it.name: it for it in cluster.instance_types(pool, cluster.node_class_for(pool))}
+            by_name = types_now.get(pool.name)
+            if by_name is None:
+                types = cluster.instance_types(pool, cluster.node_class_for(pool))
+                cached = self._types.get(pool.name)
+                if cached is not None and cached[0] is types:
+                    by_name = cached[1]
+                else:
+                    by_name = {it.name: it for it in types}
+                    self._types[pool.name] = (types, by_name)
+                types_now[pool.name] = by_name
             it = by_name.get(claim.labels.get(labels.INSTANCE_TYPE, ""))
             if it is None:
                 continue
-            prices = [
-                o.price
-                for o in it.offerings
-                if o.zone == claim.labels.get(labels.ZONE)
-                and o.capacity_type == claim.labels.get(labels.CAPACITY_TYPE)
-            ]
-            if prices:
-                costs[pool.name] = costs.get(pool.name, 0.0) + min(prices)
+            known = self._prices.get(claim.name)
+            if known is not None and known[0] is claim and known[1] is it:
+                price = known[2]
+            else:
+                prices = [
+                    o.price
+                    for o in it.offerings
+                    if o.zone == claim.labels.get(labels.ZONE)
+                    and o.capacity_type == claim.labels.get(labels.CAPACITY_TYPE)
+                ]
+                price = min(prices) if prices else None
+                self._prices[claim.name] = (claim, it, price)
+            if price is not None:
+                costs[pool.name] = costs.get(pool.name, 0.0) + price
+        for name in [n for n in self._prices if n not in cluster.claims]:
+            del self._prices[name]
         for pool_name, cost in sorted(costs.items()):
             metrics.cluster_cost.labels(nodepool=pool_name).set(cost)
         counts: dict[tuple[str, str, str], int] = {}
@@ -64,18 +95,26 @@ class StateMetrics:
                 nodepool=owner, instance_type=instance_type, capacity_type=capacity_type
             ).set(count)
         now = self.ctx.now()
-        waiting = [
-            p
-            for p in cluster.pods.values()
-            if not p.node_name and not p.is_terminal() and not p.is_daemonset_pod()
-        ]
+        changed = cluster.pods_version != self._pods_version
+        if changed:
+            self._pods_version = cluster.pods_version
+            self._waiting = [
+                p
+                for p in cluster.pods.values()
+                if not p.node_name and not p.is_terminal() and not p.is_daemonset_pod()
+            ]
+        waiting = self._waiting
         metrics.pending_pods.set(len(waiting))
         metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
-        for key in sorted(cluster.pods):
-            pod = cluster.pods[key]
-            if key in self._started or pod.phase != "Running" or pod.started is None:
-                continue
-            self._started.add(key)
-            metrics.pods_startup_duration.observe(max(0.0, pod.started - pod.created))
-        self._started &= set(cluster.pods)
+        if changed:  # else every Running pod was observed already
+            started = self._started
+            running = [
+                (key, at, pod.created)
+                for key, pod in cluster.pods.items()
+                if key not in started and pod.phase == "Running" and (at := pod.started) is not None
+            ]
+            for key, at, created in sorted(running, key=lambda r: r[0]):  # observed in key order
+                started.add(key)
+                metrics.pods_startup_duration.observe(max(0.0, at - created))
+            started.intersection_update(cluster.pods)
         return Result(requeue_after=self.interval)

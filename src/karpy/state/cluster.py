@@ -1,18 +1,31 @@
 """``Cluster``: the in-memory cluster that every decision is computed from.
 
 It changes only through :meth:`Cluster.apply` (watch events, simulator events, or the
-objects a one-shot tool read from files) and hands out immutable
+objects a one-shot tool read from files) and the controller-owned marks
+(:meth:`Cluster.nominate`, :meth:`Cluster.mark_for_deletion`), and hands out immutable
 :class:`~karpy.core.snapshot.Snapshot` views. Nodes are joined to their NodeClaims by
 providerID; a NodeClaim whose Node has not registered yet is an in-flight node. Instance
 types per NodePool come from an injected ``InstanceTypeSource`` (the catalog or a cloud
 provider), so this layer never loads catalogs itself. Used by ``plan``, the conformance
-runner and (later) the controllers.
+runner and the controllers.
+
+The public dicts (``pods``, ``nodes``, ``claims``, ...) are the state; read them freely but
+never write them directly: ``apply`` also keeps indexes beside them (bound pods by node
+name, claims by providerID and by node name, sorted keys) and a ``version`` bumped on every
+change. With these, :meth:`Cluster.state_nodes` costs O(nodes + claims) after a change and
+O(1) when nothing that it reads changed, and it hands back the *same* ``StateNode`` object
+for a node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
+cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, NodePools,
+DaemonSets and PDBs while those dicts are unchanged.
 """
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from karpy import settings as settings_mod
 from karpy.core.snapshot import Snapshot, StateNode
@@ -43,31 +56,158 @@ class Cluster:
     marked_for_deletion: set[str] = field(default_factory=set)
     nominations: dict[str, float] = field(default_factory=dict)  # node or claim name -> nominated until
 
+    def __post_init__(self) -> None:
+        self._version = 0  # changes of any kind
+        self._state_version = 0  # changes to what state_nodes() reads
+        self._store_versions: dict[str, int] = {}  # store name -> changes to it
+        # indexes, kept by apply() and the mark methods
+        self._tick = 0
+        self._pod_order: dict[str, int] = {}  # pod key -> position in ``pods`` (insertion order)
+        self._pod_keys: list[str] = []  # sorted keys of ``pods``
+        self._bound: dict[str, dict[str, Pod]] = {}  # node name -> pod key -> bound pod
+        self._bound_sorted: dict[str, tuple[Pod, ...]] = {}  # node name -> its bound pods by key
+        self._claim_order: dict[str, int] = {}  # claim name -> position in ``claims``
+        self._by_provider: dict[str, set[str]] = {}  # providerID -> claim names
+        self._unlaunched: dict[str, set[str]] = {}  # node name -> claims without a providerID naming it
+        self._node_names: list[str] | None = None  # sorted ``nodes`` keys
+        self._claim_names: list[str] | None = None  # sorted ``claims`` keys
+        # state_nodes() and snapshot() caches
+        self._nodes_out: tuple[StateNode, ...] = ()
+        # (state version, lo, hi): ``_nodes_out`` holds for that version and lo <= now < hi
+        self._nodes_key: tuple[int, float, float] = (-1, 0.0, 0.0)
+        self._node_states: dict[str, StateNode] = {}  # node name -> its last StateNode
+        self._claim_states: dict[str, StateNode] = {}  # unjoined claim name -> its last StateNode
+        self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
+        # a Cluster built with pre-filled dicts: index them as if applied in their order
+        pods, claims = dict(self.pods), dict(self.claims)
+        self.pods.clear()
+        self.claims.clear()
+        for key, pod in pods.items():
+            self._put_pod(key, pod, False)
+        for name, claim in claims.items():
+            self._put_claim(name, claim, False)
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change (apply, nominate, mark/unmark); equal versions, equal state."""
+        return self._version
+
+    @property
+    def pods_version(self) -> int:
+        """Bumped on every change to ``pods``."""
+        return self._store_versions.get("pods", 0)
+
+    # -- apply ---------------------------------------------------------------------------
     def apply(self, event: ObjectEvent) -> None:
         obj = event.obj
         deleted = event.type == DELETED
         if isinstance(obj, Pod):
-            _put(self.pods, obj.key, obj, deleted)
+            self._put_pod(obj.key, obj, deleted)
         elif isinstance(obj, Node):
-            _put(self.nodes, obj.name, obj, deleted)
+            self._put_node(obj.name, obj, deleted)
         elif isinstance(obj, NodeClaim):
-            _put(self.claims, obj.name, obj, deleted)
+            self._put_claim(obj.name, obj, deleted)
         elif isinstance(obj, NodePool):
-            _put(self.node_pools, obj.name, obj, deleted)
+            self._put("node_pools", self.node_pools, obj.name, obj, deleted)
         elif isinstance(obj, EC2NodeClass | KWOKNodeClass):
-            _put(self.node_classes, (obj.kind, obj.name), obj, deleted)
+            self._put("node_classes", self.node_classes, (obj.kind, obj.name), obj, deleted)
         elif isinstance(obj, DaemonSet):
-            _put(self.daemonsets, f"{obj.namespace}/{obj.name}", obj, deleted)
+            self._put("daemonsets", self.daemonsets, f"{obj.namespace}/{obj.name}", obj, deleted)
         elif isinstance(obj, PodDisruptionBudget):
-            _put(self.pdbs, f"{obj.namespace}/{obj.name}", obj, deleted)
+            self._put("pdbs", self.pdbs, f"{obj.namespace}/{obj.name}", obj, deleted)
         elif isinstance(obj, Namespace):
-            _put(self.namespaces, obj.name, obj.labels, deleted)
+            self._put("namespaces", self.namespaces, obj.name, obj.labels, deleted)
         else:  # pragma: no cover - the Watched union is closed
             raise TypeError(f"cannot apply {type(obj).__name__}")
 
     def apply_all(self, events: Iterable[ObjectEvent]) -> None:
         for event in events:
             self.apply(event)
+
+    def _changed(self, store: str, *, state: bool = False) -> None:
+        self._version += 1
+        self._store_versions[store] = self._store_versions.get(store, 0) + 1
+        if state:
+            self._state_version += 1
+
+    def _put(self, store: str, values: dict[Any, Any], key: object, value: object, deleted: bool) -> None:
+        if deleted:
+            if key not in values:
+                return
+            del values[key]
+        else:
+            values[key] = value
+        self._changed(store)
+
+    def _put_pod(self, key: str, pod: Pod, deleted: bool) -> None:
+        old = self.pods.get(key)
+        if deleted:
+            if old is None:
+                return
+            del self.pods[key]
+            del self._pod_order[key]
+            del self._pod_keys[bisect.bisect_left(self._pod_keys, key)]
+        else:
+            if old is None:
+                self._tick += 1
+                self._pod_order[key] = self._tick
+                bisect.insort(self._pod_keys, key)
+            self.pods[key] = pod
+        bound = False
+        if old is not None and old.node_name:
+            bound = True
+            on_node = self._bound[old.node_name]
+            del on_node[key]
+            if not on_node:
+                del self._bound[old.node_name]
+            self._bound_sorted.pop(old.node_name, None)
+        if not deleted and pod.node_name:
+            bound = True
+            self._bound.setdefault(pod.node_name, {})[key] = pod
+            self._bound_sorted.pop(pod.node_name, None)
+        self._changed("pods", state=bound)  # a pending pod is in no StateNode
+
+    def _put_node(self, name: str, node: Node, deleted: bool) -> None:
+        if deleted:
+            if name not in self.nodes:
+                return
+            del self.nodes[name]
+            self._node_names = None
+        else:
+            if name not in self.nodes:
+                self._node_names = None
+            self.nodes[name] = node
+        self._changed("nodes", state=True)
+
+    def _put_claim(self, name: str, claim: NodeClaim, deleted: bool) -> None:
+        old = self.claims.get(name)
+        if old is not None:
+            index, at = (
+                (self._by_provider, old.provider_id) if old.provider_id else (self._unlaunched, old.node_name)
+            )
+            names = index[at]
+            names.discard(name)
+            if not names:
+                del index[at]
+        if deleted:
+            if old is None:
+                return
+            del self.claims[name]
+            del self._claim_order[name]
+            self._claim_names = None
+        else:
+            if old is None:
+                self._tick += 1
+                self._claim_order[name] = self._tick
+                self._claim_names = None
+            self.claims[name] = claim
+            index, at = (
+                (self._by_provider, claim.provider_id)
+                if claim.provider_id
+                else (self._unlaunched, claim.node_name)
+            )
+            index.setdefault(at, set()).add(name)
+        self._changed("claims", state=True)
 
     def node_class_for(self, pool: NodePool) -> NodeClass | None:
         ref = pool.node_class_ref
@@ -84,79 +224,171 @@ class Cluster:
     # -- controller-owned state (written at once, before the watch echo arrives) ---------
     def nominate(self, name: str, until: float) -> None:
         """Mark a node or in-flight NodeClaim as the expected home of pods until ``until``."""
-        self.nominations[name] = max(until, self.nominations.get(name, 0.0))
+        value = max(until, self.nominations.get(name, 0.0))
+        if self.nominations.get(name) != value:
+            self.nominations[name] = value
+            self._changed("nominations", state=True)
 
     def mark_for_deletion(self, *names: str) -> None:
-        self.marked_for_deletion.update(names)
+        if not self.marked_for_deletion.issuperset(names):
+            self.marked_for_deletion.update(names)
+            self._changed("marked_for_deletion", state=True)
 
     def unmark_for_deletion(self, *names: str) -> None:
-        self.marked_for_deletion.difference_update(names)
+        if not self.marked_for_deletion.isdisjoint(names):
+            self.marked_for_deletion.difference_update(names)
+            self._changed("marked_for_deletion", state=True)
 
+    # -- queries -------------------------------------------------------------------------
     def pods_on(self, node_name: str) -> list[Pod]:
-        return [p for p in self.pods.values() if p.node_name == node_name]
+        """The pods bound to ``node_name``, in the order of ``pods``."""
+        if not node_name:
+            return [p for p in self.pods.values() if p.node_name == node_name]
+        bound = self._bound.get(node_name)
+        if not bound:
+            return []
+        order = self._pod_order
+        return sorted(bound.values(), key=lambda p: order[p.key])
 
     def claim_for_node(self, node: Node) -> NodeClaim | None:
+        """The first NodeClaim (in the order of ``claims``) with the Node's providerID."""
         if node.provider_id:
-            for claim in self.claims.values():
-                if claim.provider_id == node.provider_id:
-                    return claim
+            return self._pick(self._by_provider.get(node.provider_id), last=False)
         return None
 
+    def _pick(self, names: set[str] | None, *, last: bool) -> NodeClaim | None:
+        """The first (or last) of ``names`` in the order of ``claims``."""
+        if not names:
+            return None
+        if len(names) == 1:
+            (name,) = names
+        elif last:
+            name = max(names, key=self._claim_order.__getitem__)
+        else:
+            name = min(names, key=self._claim_order.__getitem__)
+        return self.claims[name]
+
+    def _bound_pods(self, node_name: str) -> tuple[Pod, ...]:
+        """The pods bound to ``node_name``, sorted by key (one cached tuple until they change)."""
+        pods = self._bound_sorted.get(node_name)
+        if pods is None:
+            bound = self._bound.get(node_name)
+            if not bound:
+                return ()
+            pods = tuple(bound[k] for k in sorted(bound))
+            self._bound_sorted[node_name] = pods
+        return pods
+
     def state_nodes(self, now: float = 0.0) -> tuple[StateNode, ...]:
-        by_provider: dict[str, NodeClaim] = {c.provider_id: c for c in self.claims.values() if c.provider_id}
-        by_node_name: dict[str, list[Pod]] = {}
-        for pod in self.pods.values():
-            if pod.node_name:
-                by_node_name.setdefault(pod.node_name, []).append(pod)
+        """Every Node (joined to its NodeClaim) by name, then every unjoined NodeClaim by name.
+
+        A Node's claim is the last one (in the order of ``claims``) with its providerID, else
+        the first one without a providerID that names the Node. ``nominated`` is evaluated at
+        ``now``. The same tuple comes back while nothing it reads changed (and ``now`` crossed
+        no nomination deadline); a ``StateNode`` whose fields are all unchanged is reused.
+        """
+        version, lo, hi = self._nodes_key
+        if version == self._state_version and lo <= now < hi:
+            return self._nodes_out
+        nominations = self.nominations
+        marked = self.marked_for_deletion
+        if self._node_names is None:
+            self._node_names = sorted(self.nodes)
+        if self._claim_names is None:
+            self._claim_names = sorted(self.claims)
         joined: set[str] = set()
         out: list[StateNode] = []
-        for name in sorted(self.nodes):
+        node_states: dict[str, StateNode] = {}
+        claim_states: dict[str, StateNode] = {}
+        previous = self._node_states
+        for name in self._node_names:
             node = self.nodes[name]
-            claim = by_provider.get(node.provider_id) if node.provider_id else None
+            claim = (
+                self._pick(self._by_provider.get(node.provider_id), last=True) if node.provider_id else None
+            )
             if claim is None:
-                claim = next(
-                    (c for c in self.claims.values() if c.node_name == name and not c.provider_id), None
-                )
+                claim = self._pick(self._unlaunched.get(name), last=False)
             if claim is not None:
                 joined.add(claim.name)
-            pods = tuple(sorted(by_node_name.get(name, ()), key=lambda p: p.key))
-            marked = name in self.marked_for_deletion or (
-                claim is not None and claim.name in self.marked_for_deletion
+            pods = self._bound_pods(name)
+            is_marked = name in marked or (claim is not None and claim.name in marked)
+            nominated = nominations.get(name, 0.0) > now or (
+                claim is not None and nominations.get(claim.name, 0.0) > now
             )
-            nominated = self.nominations.get(name, 0.0) > now or (
-                claim is not None and self.nominations.get(claim.name, 0.0) > now
-            )
-            out.append(StateNode(name, node, claim, pods, marked, nominated))
-        for claim_name in sorted(self.claims):
+            state = previous.get(name)
+            if not (
+                state is not None
+                and state.node is node
+                and state.claim is claim
+                and state.pods is pods
+                and state.marked_for_deletion == is_marked
+                and state.nominated == nominated
+            ):
+                state = StateNode(name, node, claim, pods, is_marked, nominated)
+            node_states[name] = state
+            out.append(state)
+        previous = self._claim_states
+        for claim_name in self._claim_names:
             if claim_name in joined:
                 continue
             claim = self.claims[claim_name]
             node_name = claim.node_name or claim.name
-            pods = tuple(sorted(by_node_name.get(node_name, ()), key=lambda p: p.key))
-            nominated = self.nominations.get(claim_name, 0.0) > now
-            out.append(
-                StateNode(node_name, None, claim, pods, claim_name in self.marked_for_deletion, nominated)
-            )
-        return tuple(out)
+            pods = self._bound_pods(node_name)
+            is_marked = claim_name in marked
+            nominated = nominations.get(claim_name, 0.0) > now
+            state = previous.get(claim_name)
+            if not (
+                state is not None
+                and state.claim is claim
+                and state.name == node_name
+                and state.pods is pods
+                and state.marked_for_deletion == is_marked
+                and state.nominated == nominated
+            ):
+                state = StateNode(node_name, None, claim, pods, is_marked, nominated)
+            claim_states[claim_name] = state
+            out.append(state)
+        self._node_states = node_states
+        self._claim_states = claim_states
+        result = tuple(out)
+        if len(result) == len(self._nodes_out) and all(
+            a is b for a, b in zip(result, self._nodes_out, strict=True)
+        ):
+            result = self._nodes_out
+        # ``nominated`` is the same for every time in [lo, hi): no deadline (nor the 0.0
+        # default of a name without one) lies in (now, t] or (t, now]
+        lo, hi = -math.inf, math.inf
+        for until in (0.0, *nominations.values()):
+            if until > now:
+                hi = min(hi, until)
+            else:
+                lo = max(lo, until)
+        self._nodes_out = result
+        self._nodes_key = (self._state_version, lo, hi)
+        return result
+
+    def _sorted_values(self, store: str, values: dict[str, Any]) -> tuple[Any, ...]:
+        """``values`` by key, one cached tuple while the store is unchanged."""
+        version = self._store_versions.get(store, 0)
+        cached = self._sorted.get(store)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        keys = self._pod_keys if store == "pods" else sorted(values)
+        out = tuple(values[k] for k in keys)
+        self._sorted[store] = (version, out)
+        return out
 
     def snapshot(self, now: float) -> Snapshot:
-        pools = tuple(self.node_pools[name] for name in sorted(self.node_pools))
+        pools: tuple[NodePool, ...] = self._sorted_values("node_pools", self.node_pools)
         return Snapshot(
             now=now,
             nodes=self.state_nodes(now),
-            pods=tuple(self.pods[k] for k in sorted(self.pods)),
+            pods=self._sorted_values("pods", self.pods),
             node_pools=pools,
             instance_types={p.name: self._pool_types(p) for p in pools},
-            daemonsets=tuple(self.daemonsets[k] for k in sorted(self.daemonsets)),
-            pdbs=tuple(self.pdbs[k] for k in sorted(self.pdbs)),
+            daemonsets=self._sorted_values("daemonsets", self.daemonsets),
+            pdbs=self._sorted_values("pdbs", self.pdbs),
             namespaces=dict(self.namespaces),
             well_known=self.well_known,
             settings=self.settings,
         )
-
-
-def _put(store: dict, key: object, value: object, deleted: bool) -> None:  # type: ignore[type-arg]
-    if deleted:
-        store.pop(key, None)
-    else:
-        store[key] = value
