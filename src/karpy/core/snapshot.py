@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from karpy import settings as settings_mod
 from karpy.model import labels
@@ -31,16 +32,23 @@ class StateNode:
     pods: tuple[Pod, ...] = ()
     marked_for_deletion: bool = False
     nominated: bool = False
+    # values derived from the (immutable) fields above, computed once per StateNode; not an input
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def labels(self) -> dict[str, str]:
-        if self.node is not None:
-            if self.claim is None:
-                return self.node.labels
-            return {**self.claim.labels, **self.node.labels}
-        if self.claim is not None:
-            return {**self.claim.labels, labels.HOSTNAME: self.name}
-        return {}
+        """Node labels over NodeClaim labels (a claim alone also gets its hostname). Callers must
+        not modify the returned dict: it is computed once and shared."""
+        found = self._derived.get("labels")
+        if found is None:
+            if self.node is not None:
+                found = self.node.labels if self.claim is None else {**self.claim.labels, **self.node.labels}
+            elif self.claim is not None:
+                found = {**self.claim.labels, labels.HOSTNAME: self.name}
+            else:
+                found = {}
+            self._derived["labels"] = found
+        return found
 
     @property
     def taints(self) -> tuple[Taint, ...]:

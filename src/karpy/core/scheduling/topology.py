@@ -80,6 +80,23 @@ def _term_selector(pod: Pod, term: PodAffinityTerm) -> LabelSelector | None:
     return selector
 
 
+# Label maps of nodes are immutable and shared (a Node's labels, a StateNode's cached merge), so
+# their requirements are kept across solves by identity; entries keep their map alive.
+_LABEL_REQS: dict[int, tuple[Mapping[str, str], Requirements]] = {}
+_LABEL_REQS_MAX = 8192
+
+
+def _requirements_of(node_labels: Mapping[str, str]) -> Requirements:
+    cached = _LABEL_REQS.get(id(node_labels))
+    if cached is not None and cached[0] is node_labels:
+        return cached[1]
+    reqs = Requirements.from_labels(node_labels)
+    if len(_LABEL_REQS) >= _LABEL_REQS_MAX:
+        _LABEL_REQS.clear()
+    _LABEL_REQS[id(node_labels)] = (node_labels, reqs)
+    return reqs
+
+
 def _ignored(pod: Pod) -> bool:
     return not pod.node_name or pod.is_terminal() or pod.deleting
 
@@ -340,7 +357,7 @@ class Topology:
     def _labels_reqs(self, key: str, node_labels: Mapping[str, str]) -> Requirements:
         reqs = self._node_reqs.get(key)
         if reqs is None:
-            reqs = self._node_reqs[key] = Requirements.from_labels(node_labels)
+            reqs = self._node_reqs[key] = _requirements_of(node_labels)
         return reqs
 
     # -- use during a solve -------------------------------------------------------------
