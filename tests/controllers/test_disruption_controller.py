@@ -33,7 +33,7 @@ def _world(**pool: Any) -> tuple[World, disruption.Disruption, orchestration.Orc
     world.apply(pool_raw(**pool))
     orch = orchestration.Orchestrator(world.ctx)
     ctrl = disruption.Disruption(world.ctx, orch)
-    world.feed.listeners.append(lambda _event: ctrl.mark_dirty())  # what wiring does
+    world.feed.listeners.append(lambda event: ctrl.on_event(event) and ctrl.mark_dirty())  # what wiring does
     return world, ctrl, orch
 
 
@@ -116,14 +116,22 @@ def test_passes_skip_while_consolidated_until_dirty_or_five_minutes() -> None:
     managed(world, "busy")
     world.apply(pod_raw("web", "busy"))
     _start(world, ctrl, orch)
-    world.loop.run(until=T0 + 285)
+    world.loop.run(until=T0 + 200)
     assert ctrl.passes == 1  # nothing to do, nothing changed: later passes skipped
-    world.apply(pod_raw("other"))  # any feed event makes the state dirty
-    world.loop.run(until=T0 + 295)
+    world.apply(pod_raw("other"))  # a new pending pod does not end the consolidated state
+    world.loop.run(until=T0 + 220)
+    assert ctrl.passes == 1
+    world.kube.patch(
+        "Pod", "web", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, "default"
+    )
+    world.loop.run(until=T0 + 240)
+    assert ctrl.passes == 1  # nor a pod's readiness
+    world.apply(pod_raw("bound", "busy"))  # a binding does
+    world.loop.run(until=T0 + 255)
     assert ctrl.passes == 2
-    world.loop.run(until=T0 + 585)
+    world.loop.run(until=T0 + 545)
     assert ctrl.passes == 2
-    world.loop.run(until=T0 + 595)  # forced 5 min after the last pass that found nothing
+    world.loop.run(until=T0 + 555)  # forced 5 min after the last pass that found nothing
     assert ctrl.passes == 3
 
 
@@ -213,7 +221,7 @@ def test_blocked_node_gets_one_disruption_blocked_event() -> None:
     world.kube.patch("Node", "pinned", {"metadata": {"annotations": {wk.DO_NOT_DISRUPT: "true"}}})
     _start(world, ctrl, orch)
     for i in range(3):  # state changes: three computed passes
-        world.apply(pod_raw(f"pending-{i}"))
+        world.apply(pod_raw(f"bound-{i}", "pinned"))
         world.loop.run_for(10)
     assert ctrl.passes >= 3
     blocked = [e for e in world.events.events if e.reason == "DisruptionBlocked" and e.kind == "Node"]

@@ -8,8 +8,9 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
 - Facts of a pass that do not depend on the time (per Pod, node, NodePool) are kept in a
   :class:`~karpy.core.disruption.Memo` from pass to pass.
 - Passes are skipped while the cluster state is unchanged since a pass that found nothing
-  (upstream's consolidated-state cache): ``mark_dirty()`` (called by the wiring on every feed
-  event) ends the skip, and so do the 5-minute forced refresh and the next moment a node's
+  (upstream's consolidated-state cache): ``mark_dirty()`` (called by the wiring for the feed
+  events :meth:`Disruption.on_event` counts: not a new pending pod, nor a pod turning Ready)
+  ends the skip, and so do the 5-minute forced refresh and the next moment a node's
   ``consolidateAfter`` elapses (a time-derived change no watch event announces here). A pass
   that found nothing because of budgets never counts as consolidated.
 - ``Expired`` commands belong to the expiration controller: when the core reports expired
@@ -35,6 +36,9 @@ from karpy.controllers.result import Result
 from karpy.core import disruption as core
 from karpy.core import lifecycle
 from karpy.core.snapshot import Snapshot
+from karpy.model import labels
+from karpy.model.objects import Pod
+from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["FORCE_SECONDS", "PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
 
@@ -71,10 +75,30 @@ class Disruption:
         self.passes = 0  # computed passes (not skipped ones); for tests and logs
         self._blocked: dict[tuple[str, str, str], str] = {}  # (kind, name, topic) -> last message
         self.memo = core.Memo()  # now-independent facts carried from pass to pass
+        self._pod_marks: dict[str, tuple[object, ...]] = {}  # what on_event compares, per pod
 
     def mark_dirty(self) -> None:
         """The cluster state changed: the next pass computes again."""
         self.dirty = True
+
+    def on_event(self, event: ObjectEvent) -> bool:
+        """True for the changes that end the consolidated state (the wiring then marks it dirty).
+
+        As upstream's cluster state: every Node, NodeClaim, NodePool, NodeClass, DaemonSet and PDB
+        change, and a pod's deletion; a pod's other changes only when its binding, deletion,
+        completion or ``karpenter.sh/do-not-disrupt`` annotation changes. A new pending pod or a
+        pod turning Ready does not (a binding is announced by the NodeClaim's pod-event time too).
+        """
+        obj = event.obj
+        if not isinstance(obj, Pod):
+            return True
+        if event.type == DELETED:
+            self._pod_marks.pop(obj.key, None)
+            return True
+        mark = (obj.node_name, obj.deleting, obj.is_terminal(), obj.annotations.get(labels.DO_NOT_DISRUPT))
+        old = self._pod_marks.get(obj.key)
+        self._pod_marks[obj.key] = mark
+        return mark != old if old is not None else bool(obj.node_name)
 
     # -- the pass ----------------------------------------------------------------------------
     def reconcile(self) -> Result:

@@ -5,7 +5,8 @@ Task priorities make one instant deterministic: lifecycle and termination first 
 move objects along), then provisioning, status, expiration, disruption and its queue.
 Feed listeners wake the controllers an event concerns: a provisionable pod wakes
 provisioning, a Node or NodeClaim change wakes the lifecycle and termination, pod changes
-wake termination and status, and every change marks the disruption state dirty.
+wake termination and status, and the changes upstream's cluster state counts (see
+:meth:`~karpy.controllers.disruption.Disruption.on_event`) mark the disruption state dirty.
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
             wake(controllers.termination.name)
         elif isinstance(obj, Pod) and obj.node_name:
             wake(controllers.termination.name)
-        controllers.disruption.mark_dirty()
+        if controllers.disruption.on_event(event):
+            controllers.disruption.mark_dirty()
 
     feed.listeners.append(on_event)
     return controllers
