@@ -68,6 +68,17 @@ class StateNode:
         return EMPTY
 
     @property
+    def limit_capacity(self) -> Resources:
+        """The capacity NodePool limits count: the NodeClaim's, else the Node's, else allocatable."""
+        found = self._derived.get("limit_capacity")
+        if found is None:
+            found = self.node.capacity if self.node is not None and self.node.capacity else self.allocatable
+            if self.claim is not None and self.claim.capacity:
+                found = self.claim.capacity
+            self._derived["limit_capacity"] = found
+        return found
+
+    @property
     def managed(self) -> bool:
         return self.claim is not None
 

@@ -11,21 +11,21 @@ from collections.abc import Sequence
 from karpy.core.snapshot import StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool
-from karpy.model.resources import Resources, total
+from karpy.model.resources import Resources
 
 __all__ = ["max_capacity", "pool_usage", "within_limits"]
 
 
 def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
-    used: list[Resources] = []
+    """What the pool's nodes count against its limits: their capacity, plus ``nodes`` per node."""
+    out: dict[str, int] = {}
     for node in nodes:
         if node.node_pool != pool.name:
             continue
-        capacity = node.node.capacity if node.node is not None and node.node.capacity else node.allocatable
-        if node.claim is not None and node.claim.capacity:
-            capacity = node.claim.capacity
-        used.append(capacity + Resources({"nodes": 1}))
-    return total(used)
+        for key, value in node.limit_capacity.items():
+            out[key] = out.get(key, 0) + value
+        out["nodes"] = out.get("nodes", 0) + 1
+    return Resources(out)
 
 
 def max_capacity(its: Sequence[InstanceType]) -> Resources:

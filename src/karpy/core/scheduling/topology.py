@@ -101,6 +101,51 @@ def _ignored(pod: Pod) -> bool:
     return not pod.node_name or pod.is_terminal() or pod.deleting
 
 
+class _BoundIndex:
+    """The active bound pods of one snapshot's pod tuple: per namespace bucketed by identical labels
+    (built lazily), and those with required anti-affinity. Pure of the tuple, so the many solves
+    of one disruption pass (which share the snapshot's pods) build it once; the pods a solve
+    schedules are skipped where they are read."""
+
+    def __init__(self, pods: tuple[Pod, ...]) -> None:
+        self.pods = pods
+        self._by_namespace: dict[str, list[Pod]] = {}
+        self.anti_affinity: list[Pod] = []
+        for pod in pods:
+            if _ignored(pod):
+                continue
+            self._by_namespace.setdefault(pod.namespace, []).append(pod)
+            if pod.anti_affinity:
+                self.anti_affinity.append(pod)
+        self._buckets: dict[str, list[tuple[Mapping[str, str], list[Pod]]]] = {}
+
+    def buckets(self, namespace: str) -> list[tuple[Mapping[str, str], list[Pod]]]:
+        found = self._buckets.get(namespace)
+        if found is None:
+            by_labels: dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], list[Pod]]] = {}
+            for pod in self._by_namespace.get(namespace, ()):
+                key = tuple(sorted(pod.labels.items()))
+                by_labels.setdefault(key, (pod.labels, []))[1].append(pod)
+            found = self._buckets[namespace] = list(by_labels.values())
+        return found
+
+
+_BOUND: list[_BoundIndex] = []  # the most recent indexes (a few snapshots alive at once)
+_BOUND_MAX = 4
+
+
+def _bound_index(pods: tuple[Pod, ...]) -> _BoundIndex:
+    if not isinstance(pods, tuple):  # only an immutable tuple can be recognised again
+        return _BoundIndex(tuple(pods))
+    for index in _BOUND:
+        if index.pods is pods:
+            return index
+    index = _BoundIndex(pods)
+    _BOUND.insert(0, index)
+    del _BOUND[_BOUND_MAX:]
+    return index
+
+
 class Topology:
     """All topology groups of one solve, indexed by owner, by key and by selected pod labels."""
 
@@ -131,12 +176,8 @@ class Topology:
         # next_domains per (group, pod object, pod domains, node domains) while no count changes
         self._memo: dict[tuple[int, int, Requirement, Requirement], Requirement] = {}
         self._node_reqs: dict[str, Requirements] = {}
-        self._bound_buckets: dict[str, list[tuple[Mapping[str, str], list[Pod]]]] = {}
         self._excluded = frozenset(p.uid or p.key for p in pods)
-        self._bound_by_namespace: dict[str, list[Pod]] = {}
-        for pod in snapshot.pods:
-            if pod.node_name:
-                self._bound_by_namespace.setdefault(pod.namespace, []).append(pod)
+        self._bound = _bound_index(snapshot.pods)
         self._track_existing_anti_affinity()
         for pod in pods:
             self.update(pod)
@@ -265,9 +306,7 @@ class Topology:
             self._inverse_owned.setdefault(uid, []).append(group)
 
     def _track_existing_anti_affinity(self) -> None:
-        for pod in self._snapshot.pods:
-            if not pod.anti_affinity or not pod.node_name or pod.is_terminal() or pod.deleting:
-                continue
+        for pod in self._bound.anti_affinity:
             if self.uid(pod) in self._excluded:
                 continue
             node = self._node_by_name.get(pod.node_name)
@@ -316,20 +355,14 @@ class Topology:
 
     def _bound_by_labels(self, namespace: str) -> list[tuple[Mapping[str, str], list[Pod]]]:
         """The namespace's counted bound pods (in snapshot order) bucketed by identical labels."""
-        buckets = self._bound_buckets.get(namespace)
-        if buckets is None:
-            by_labels: dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], list[Pod]]] = {}
-            for pod in self._bound_by_namespace.get(namespace, ()):
-                if _ignored(pod) or self.uid(pod) in self._excluded:
-                    continue
-                key = tuple(sorted(pod.labels.items()))
-                by_labels.setdefault(key, (pod.labels, []))[1].append(pod)
-            buckets = self._bound_buckets[namespace] = list(by_labels.values())
-        return buckets
+        return self._bound.buckets(namespace)
 
     def _count_pods(self, group: TopologyGroup, pods: Sequence[Pod]) -> None:
         domains: dict[str, str | None] = {}  # node name -> the group's domain there (None: not counted)
+        excluded = self._excluded
         for pod in pods:
+            if excluded and (pod.uid or pod.key) in excluded:
+                continue  # being scheduled in this solve: counted where it lands
             name = pod.node_name
             if name in domains:
                 domain = domains[name]
