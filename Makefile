@@ -38,6 +38,7 @@ test: lint unit conformance
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/scheduling.py --table --runs 5
+	$(BIN)/python benchmarks/simulation.py --table
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .pytest_cache .ruff_cache

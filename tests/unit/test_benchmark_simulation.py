@@ -1,0 +1,41 @@
+"""The simulator benchmark's generated ``scale-7d`` cluster (``benchmarks/simulation.py``) is what
+``benchmarks/README.md`` says: a valid scenario of 60 services peaking at ~20,000 pods."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from karpy.sim import scenario as scenario_mod
+
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "simulation.py"
+
+
+def _module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_simulation", _PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_simulation"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_scale_scenario_is_valid_deterministic_and_peaks_near_20k_pods() -> None:
+    bench = _module()
+    raw = bench.scale_scenario()
+    assert raw == bench.scale_scenario()
+    scenario = scenario_mod.parse(raw, file="<generated>", base_dir=_PATH.parent)
+    assert scenario.duration == 7 * 24 * 3600
+    assert len(scenario.deployments) == 60 and len(scenario.jobs) == 1
+    peaks = [max(int(p[1]) for p in w["replicas"]["points"]) for w in raw["workloads"] if "deployment" in w]
+    assert 19_900 <= sum(peaks) <= 20_100
+    floors = [w["replicas"]["points"][0][1] for w in raw["workloads"] if "deployment" in w]
+    assert sum(floors) < 0.35 * sum(peaks)
+
+
+def test_targets_scale_with_a_shorter_run() -> None:
+    bench = _module()
+    assert bench._until("hospital-24h", None) == 24 * 3600
+    assert bench._duration("30m") == 1800 and bench._duration("2d") == 2 * 24 * 3600
