@@ -7,7 +7,7 @@ allocatable or a limit is compared.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from fractions import Fraction
 
 from karpy.model import quantity
@@ -49,6 +49,19 @@ class Resources(Mapping[str, int]):
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
+    # the dict's own views: Mapping's generic ones go through __getitem__ key by key
+    def items(self) -> ItemsView[str, int]:
+        return self._values.items()
+
+    def keys(self) -> KeysView[str]:
+        return self._values.keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._values.values()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
     def __len__(self) -> int:
         return len(self._values)
 
@@ -88,6 +101,14 @@ class Resources(Mapping[str, int]):
     def fits(self, available: Mapping[str, int]) -> bool:
         """True when every requested resource is within ``available`` (missing = 0)."""
         return all(value <= available.get(key, 0) for key, value in self._values.items())
+
+    def fits_with(self, other: Resources, available: Mapping[str, int]) -> bool:
+        """``(self + other).fits(available)`` without building the sum (a hot scheduling check)."""
+        mine, theirs = self._values, other._values
+        for key, value in theirs.items():
+            if mine.get(key, 0) + value > available.get(key, 0):
+                return False
+        return all(value <= available.get(key, 0) for key, value in mine.items() if key not in theirs)
 
     def exceeding(self, available: Mapping[str, int]) -> list[str]:
         """Names of the resources that do not fit in ``available``, sorted."""

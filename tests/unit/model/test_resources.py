@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpy.model import resources
 from karpy.model.quantity import QuantityError
@@ -156,3 +158,16 @@ def test_format_and_as_dict() -> None:
     assert res.format() == "cpu: 1500m, memory: 2Gi, pods: 3"
     assert res.as_dict() == {"cpu": "1500m", "memory": "2Gi", "pods": "3"}
     assert repr(res) == "Resources(cpu: 1500m, memory: 2Gi, pods: 3)"
+
+
+_amounts = st.dictionaries(st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]), st.integers(0, 50))
+
+
+@given(_amounts, _amounts, st.dictionaries(st.sampled_from(["cpu", "memory", "pods"]), st.integers(-5, 60)))
+def test_fits_with_is_the_fit_of_the_sum(
+    a: dict[str, int], b: dict[str, int], available: dict[str, int]
+) -> None:
+    left, right = Resources(a), Resources(b)
+    assert left.fits_with(right, available) == (left + right).fits(available)
+    assert dict(left.items()) == {k: v for k, v in a.items() if v}
+    assert all((k in left) == bool(a.get(k)) for k in ("cpu", "memory", "pods", "x"))

@@ -130,9 +130,8 @@ class ExistingNode:
         for port in pod.host_ports:
             if any(port.conflicts(used) for used in self.host_ports):
                 raise Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
-        needed = self.requests + data.requests
-        if not needed.fits(self.available):
-            available = self.available
+        if not self.requests.fits_with(data.requests, self.available):
+            needed, available = self.requests + data.requests, self.available
             raise Unfit(lambda: "not enough " + ", ".join(needed.exceeding(available)), monotone=True)
         node_reqs = self.requirements
         if not node_reqs.is_compatible(data.requirements):
