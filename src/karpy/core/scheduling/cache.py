@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import DaemonSet, NodePool
 
-__all__ = ["IdentityCache", "domain_key_of", "template_key_of"]
+__all__ = ["IdentityCache", "by_identity", "domain_key_of", "template_key_of"]
 
 V = TypeVar("V")
 
@@ -78,6 +78,11 @@ class _Identity:
 
     def __hash__(self) -> int:
         return id(self.obj)
+
+
+def by_identity(obj: object) -> object:
+    """A key part that matches only ``obj`` itself (for large tuples whose equality is slow)."""
+    return _Identity(obj)
 
 
 def domain_key_of(

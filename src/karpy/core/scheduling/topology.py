@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from karpy.core.scheduling.cache import IdentityCache, by_identity
 from karpy.core.scheduling.podinfo import signature
 from karpy.core.scheduling.topogroups import (
     AFFINITY,
@@ -130,20 +131,13 @@ class _BoundIndex:
         return found
 
 
-_BOUND: list[_BoundIndex] = []  # the most recent indexes (a few snapshots alive at once)
-_BOUND_MAX = 4
+_BOUND: IdentityCache[_BoundIndex] = IdentityCache(4)  # the indexes of the last few pod tuples
 
 
 def _bound_index(pods: tuple[Pod, ...]) -> _BoundIndex:
     if not isinstance(pods, tuple):  # only an immutable tuple can be recognised again
         return _BoundIndex(tuple(pods))
-    for index in _BOUND:
-        if index.pods is pods:
-            return index
-    index = _BoundIndex(pods)
-    _BOUND.insert(0, index)
-    del _BOUND[_BOUND_MAX:]
-    return index
+    return _BOUND.get((by_identity(pods),), lambda: _BoundIndex(pods))
 
 
 class Topology:
