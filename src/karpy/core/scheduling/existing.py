@@ -131,8 +131,10 @@ class ExistingNode:
             if any(port.conflicts(used) for used in self.host_ports):
                 raise Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
         if not self.requests.fits_with(data.requests, self.available):
-            needed, available = self.requests + data.requests, self.available
-            raise Unfit(lambda: "not enough " + ", ".join(needed.exceeding(available)), monotone=True)
+            used, wanted, available = self.requests, data.requests, self.available
+            raise Unfit(
+                lambda: "not enough " + ", ".join((used + wanted).exceeding(available)), monotone=True
+            )  # the message is built only if someone reads it
         node_reqs = self.requirements
         if not node_reqs.is_compatible(data.requirements):
             raise Unfit(

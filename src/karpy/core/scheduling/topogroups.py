@@ -142,6 +142,11 @@ class TopologyGroup:
             self.domains[domain] = self.domains.get(domain, 0) + 1
             self.empty.discard(domain)
 
+    def record_count(self, domain: str, count: int) -> None:
+        """``record(domain)`` ``count`` times."""
+        self.domains[domain] = self.domains.get(domain, 0) + count
+        self.empty.discard(domain)
+
     def register(self, *domains: str) -> None:
         for domain in domains:
             if domain not in self.domains:

@@ -352,18 +352,16 @@ class Topology:
         return self._bound.buckets(namespace)
 
     def _count_pods(self, group: TopologyGroup, pods: Sequence[Pod]) -> None:
-        domains: dict[str, str | None] = {}  # node name -> the group's domain there (None: not counted)
+        per_node: dict[str, int] = {}  # node name -> pods counted there, in the order first seen
         excluded = self._excluded
         for pod in pods:
             if excluded and (pod.uid or pod.key) in excluded:
                 continue  # being scheduled in this solve: counted where it lands
-            name = pod.node_name
-            if name in domains:
-                domain = domains[name]
-            else:
-                domain = domains[name] = self._counted_domain(group, name)
+            per_node[pod.node_name] = per_node.get(pod.node_name, 0) + 1
+        for name, count in per_node.items():  # a domain is first recorded where it was before
+            domain = self._counted_domain(group, name)
             if domain is not None:
-                group.record(domain)
+                group.record_count(domain, count)
 
     def _counted_domain(self, group: TopologyGroup, node_name: str) -> str | None:
         state = self._node_by_name.get(node_name)
