@@ -20,7 +20,7 @@ from typing import Generic, TypeVar
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import DaemonSet, NodePool
 
-__all__ = ["IdentityCache", "by_identity", "domain_key_of", "template_key_of"]
+__all__ = ["IdentityCache", "ObjectMemo", "by_identity", "domain_key_of", "template_key_of"]
 
 V = TypeVar("V")
 
@@ -52,6 +52,32 @@ class IdentityCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+class ObjectMemo(Generic[V]):
+    """Values derived from immutable objects, found by the object's identity in O(1).
+
+    An entry keeps its object alive, so an id is never reused while the entry lives, and a hit
+    is checked with ``is``. ``check`` (optional) must also accept the stored value, for values
+    that depend on a second input. Cleared at once when ``size`` entries are reached.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._entries: dict[int, tuple[object, V]] = {}
+
+    def get(self, obj: object, build: Callable[[], V], check: Callable[[V], bool] | None = None) -> V:
+        found = self._entries.get(id(obj))
+        if found is not None and found[0] is obj and (check is None or check(found[1])):
+            return found[1]
+        value = build()
+        if len(self._entries) >= self._size:
+            self._entries.clear()
+        self._entries[id(obj)] = (obj, value)
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:

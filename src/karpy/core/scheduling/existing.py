@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.core.scheduling import daemons, podinfo
+from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.nodeclaim import Unfit, domain_key
 from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.topology import Topology, TopologyError
@@ -53,8 +54,7 @@ def scheduling_taints(node: StateNode) -> tuple[Taint, ...]:
 _Parts = tuple[tuple[Taint, ...], Resources, Resources, Requirements, tuple[HostPort, ...]]
 # What an existing node contributes before any pod is placed: a pure function of the (frozen)
 # StateNode and the DaemonSets, shared by the many solves of a disruption pass (issue 6).
-_PARTS: dict[int, tuple[StateNode, tuple[DaemonSet, ...], _Parts]] = {}
-_PARTS_MAX = 8192
+_PARTS: ObjectMemo[tuple[tuple[DaemonSet, ...], _Parts]] = ObjectMemo(8192)
 
 
 def _parts(state: StateNode, daemonsets: Sequence[DaemonSet]) -> _Parts:
@@ -91,15 +91,9 @@ class ExistingNode:
         under_consolidate_after: bool = False,
     ) -> ExistingNode:
         ds = tuple(daemonsets)
-        cached = _PARTS.get(id(state))
-        if cached is not None and cached[0] is state and cached[1] == ds:
-            taints, available, remaining_daemons, reqs, ports = cached[2]
-        else:
-            taints, available, remaining_daemons, reqs, ports = _parts(state, ds)
-            if len(_PARTS) >= _PARTS_MAX:
-                _PARTS.clear()
-            # keeps ``state`` alive, so its id is not reused while cached
-            _PARTS[id(state)] = (state, ds, (taints, available, remaining_daemons, reqs, ports))
+        _, (taints, available, remaining_daemons, reqs, ports) = _PARTS.get(
+            state, lambda: (ds, _parts(state, ds)), check=lambda cached: cached[0] == ds
+        )
         topology.register(labels.HOSTNAME, state.name)
         return cls(
             state,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from karpy.core.scheduling.cache import IdentityCache, by_identity
+from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
 from karpy.core.scheduling.podinfo import signature
 from karpy.core.scheduling.topogroups import (
     AFFINITY,
@@ -82,20 +82,12 @@ def _term_selector(pod: Pod, term: PodAffinityTerm) -> LabelSelector | None:
 
 
 # Label maps of nodes are immutable and shared (a Node's labels, a StateNode's cached merge), so
-# their requirements are kept across solves by identity; entries keep their map alive.
-_LABEL_REQS: dict[int, tuple[Mapping[str, str], Requirements]] = {}
-_LABEL_REQS_MAX = 8192
+# their requirements are kept across solves by identity.
+_LABEL_REQS: ObjectMemo[Requirements] = ObjectMemo(8192)
 
 
 def _requirements_of(node_labels: Mapping[str, str]) -> Requirements:
-    cached = _LABEL_REQS.get(id(node_labels))
-    if cached is not None and cached[0] is node_labels:
-        return cached[1]
-    reqs = Requirements.from_labels(node_labels)
-    if len(_LABEL_REQS) >= _LABEL_REQS_MAX:
-        _LABEL_REQS.clear()
-    _LABEL_REQS[id(node_labels)] = (node_labels, reqs)
-    return reqs
+    return _LABEL_REQS.get(node_labels, lambda: Requirements.from_labels(node_labels))
 
 
 def _ignored(pod: Pod) -> bool:

@@ -183,20 +183,18 @@ edits = st.lists(
 @MEMO_SETTINGS
 @given(scenarios("mixed"), edits, st.sampled_from([1, 2, 8]))
 def test_warm_memo_decides_as_a_cold_pass(scenario: Any, history: list, per_generation: int) -> None:
-    snap, now = scenario.snapshot, NOW
-    memo = Memo(passes_per_generation=per_generation)
-    _same_decision(snap, now, memo)
-    for step in history:
-        for op, pick, value in step:
-            snap, now = _edit(snap, now, op, pick, value)
-        _same_decision(snap, now, memo)
+    _replay(scenario, history, Memo(passes_per_generation=per_generation))
 
 
 @MEMO_SETTINGS
 @given(scenarios("consolidation"), edits)
 def test_warm_memo_decides_as_a_cold_pass_on_busy_clusters(scenario: Any, history: list) -> None:
+    _replay(scenario, history, Memo())
+
+
+def _replay(scenario: Any, history: list, memo: Memo) -> None:
+    """Apply the edits step by step; after each step a warm pass decides as a cold one."""
     snap, now = scenario.snapshot, NOW
-    memo = Memo()
     _same_decision(snap, now, memo)
     for step in history:
         for op, pick, value in step:

@@ -1,0 +1,38 @@
+"""The identity caches the scheduler keeps across solves (``karpy.core.scheduling.cache``)."""
+
+from __future__ import annotations
+
+from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
+
+
+def test_object_memo_hits_only_the_same_object() -> None:
+    memo: ObjectMemo[int] = ObjectMemo(8)
+    builds: list[int] = []
+
+    def build(value: int) -> int:
+        builds.append(value)
+        return value
+
+    a, equal_to_a = {"k": "v"}, {"k": "v"}
+    assert memo.get(a, lambda: build(1)) == 1
+    assert memo.get(a, lambda: build(2)) == 1  # same object: no rebuild
+    assert memo.get(equal_to_a, lambda: build(3)) == 3  # equal is not enough
+    assert memo.get(a, lambda: build(4), check=lambda v: v == 2) == 4  # the check refuses the stored value
+    assert builds == [1, 3, 4]
+
+
+def test_object_memo_is_bounded() -> None:
+    memo: ObjectMemo[int] = ObjectMemo(2)
+    keys = [object() for _ in range(3)]
+    for i, key in enumerate(keys):
+        memo.get(key, lambda i=i: i)  # type: ignore[misc]
+    assert memo.get(keys[0], lambda: 99) == 99  # cleared when full
+    assert memo.get(keys[2], lambda: 98) == 2
+
+
+def test_identity_cache_matches_by_identity_parts() -> None:
+    cache: IdentityCache[str] = IdentityCache(2)
+    big = tuple(range(10))
+    assert cache.get((by_identity(big),), lambda: "first") == "first"
+    assert cache.get((by_identity(big),), lambda: "again") == "first"
+    assert cache.get((by_identity(tuple(range(10))),), lambda: "other") == "other"
