@@ -298,10 +298,15 @@ def _parse_pod(raw: Mapping[str, Any], *, base: Problem, prefix: str) -> tuple[o
     key = _pod_spec_key(spec)
     fields = _POD_SPECS.get(key) if key is not None else None
     if fields is None:
-        parsed, problems = _parse(raw, core_v1.Pod, convert.pod, base=base, prefix=prefix)
+        converted: list[dict[str, Any]] = []
+
+        def remember(obj: core_v1.Pod) -> objects.Pod:
+            converted.append(convert.pod_spec_fields(obj.spec))
+            return convert.pod(obj, converted[0])
+
+        parsed, problems = _parse(raw, core_v1.Pod, remember, base=base, prefix=prefix)
         if parsed is not None and key is not None:
-            assert isinstance(parsed, objects.Pod)
-            _POD_SPECS[key] = convert.pod_spec_fields(core_v1.PodSpec.model_validate(spec))
+            _POD_SPECS[key] = converted[0]
             while len(_POD_SPECS) > _POD_SPECS_MAX:
                 _POD_SPECS.popitem(last=False)
         return parsed, problems
