@@ -6,7 +6,9 @@ NodeClaim is needed, a replace when exactly one cheaper NodeClaim is (its option
 to those whose *worst* launch price undercuts the candidates), and nothing otherwise.
 Spot-to-spot follows upstream (feature gate; single-node needs at least 15 cheaper spot
 options and launches from the 15 cheapest). Multi-node binary-searches the largest prefix
-of at most 100 candidates; single-node takes the first candidate that works.
+of at most 100 candidates; single-node takes the first candidate that works. A solve whose
+answer is already None stops early (``_stop_when``: a second new NodeClaim, or under the
+spot-to-spot gate a first one certain to allow spot); the reason then says so.
 ``Balanced`` pools approve a move only when its savings fraction over its disruption
 fraction reaches 1/2. The karpy churn guard (``karpy.sh/min-savings``) refuses smaller
 savings.
@@ -16,20 +18,23 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from karpy.core import scheduling
 from karpy.core.disruption import candidates as cand_mod
 from karpy.core.disruption.types import UNDERUTILIZED, Candidate, Command
+from karpy.core.scheduling.cache import IdentityCache, by_identity, domain_key_of
 from karpy.core.scheduling.nodeclaim import min_values_shortfall, order_by_price
-from karpy.core.scheduling.results import PlannedClaim, Results
+from karpy.core.scheduling.results import STOP_POOL, PlannedClaim, Results, StopWhen
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
+from karpy.model.objects import Pod
 from karpy.model.requirements import Requirement, Requirements
 
 __all__ = [
+    "EARLY_STOP",
     "MIN_SAVINGS_ANNOTATION",
     "SPOT_TO_SPOT_MIN_TYPES",
     "Simulation",
@@ -40,6 +45,7 @@ __all__ = [
     "worst_launch_price",
 ]
 
+EARLY_STOP = True  # False: every solve runs to its end (the reference the property tests compare)
 SPOT_TO_SPOT_MIN_TYPES = 15
 MULTI_NODE_MAX = 100
 BALANCED_K = 2.0
@@ -52,8 +58,17 @@ class Simulation:
     stranded: tuple[str, ...]  # why some moved pods found no place (empty = all placed)
 
 
-def simulate(snapshot: Snapshot, chosen: Sequence[Candidate], *, consolidation: bool) -> Simulation:
-    """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes."""
+def simulate(
+    snapshot: Snapshot,
+    chosen: Sequence[Candidate],
+    *,
+    consolidation: bool,
+    stop: Callable[[Sequence[Pod]], StopWhen | None] | None = None,
+) -> Simulation:
+    """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes.
+
+    ``stop`` (given the pods to place) may end the solve early; see ``Results.stopped``.
+    """
     names = {c.name for c in chosen}
     deleting = [
         n
@@ -69,7 +84,10 @@ def simulate(snapshot: Snapshot, chosen: Sequence[Candidate], *, consolidation: 
     from_deleting = [p for n in deleting for p in n.pods if cand_mod.reschedulable(p)]
     reduced = dataclasses.replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in names))
     pods = [*snapshot.pending_pods(), *moved, *from_deleting]
-    results = scheduling.solve(reduced, pods, consolidation=consolidation)
+    when = stop(pods) if stop is not None else None
+    results = scheduling.solve(reduced, pods, consolidation=consolidation, stop=when)
+    if results.stopped:
+        return Simulation(results, ())
     errors = {e.pod.key: e for e in results.errors}
     stranded = [f"{p.key}: {errors[p.key].summary()}" for p in moved if p.key in errors]
     by_name = {n.name: n for n in reduced.nodes}
@@ -79,6 +97,81 @@ def simulate(snapshot: Snapshot, chosen: Sequence[Candidate], *, consolidation: 
         if node is not None and not node.initialized and pod_key in moved_keys:
             stranded.append(f"{pod_key}: would land on uninitialized node {node_name}")
     return Simulation(results, tuple(stranded))
+
+
+_SPOT_GATE = "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
+_SPOT_GATE_NEW_NODE = "would need a new node, and " + _SPOT_GATE
+
+# Per NodePools + instance types: (no NodePool has minValues, the NodePools whose claims allow spot).
+_POOL_FACTS: IdentityCache[tuple[bool, frozenset[str]]] = IdentityCache()
+# Per bound-pod tuple: whether a bound pod's required anti-affinity is keyed on capacity type.
+_BOUND_CT_ANTI: IdentityCache[bool] = IdentityCache(4)
+
+
+def _stop_when(snapshot: Snapshot, pods: Sequence[Pod], spot_gate: bool) -> StopWhen | None:
+    """When a consolidation solve can stop because ``compute``'s answer is already None.
+
+    ``compute`` refuses two or more new NodeClaims, so the solve may stop at the second,
+    unless finalizing could drop a claim (only minValues can): no stop then. Under the
+    spot-to-spot gate (``spot_gate``: all candidates spot, the feature off) one new NodeClaim
+    is refused too when it will certainly allow spot: its NodePool allows spot, each of its
+    available offerings has an available spot sibling in the same zone, and nothing can narrow
+    its capacity type (no pod of the solve, nor a bound pod's anti-affinity, names that key).
+    """
+    no_min_values, spot_pools = _POOL_FACTS.get(
+        domain_key_of(snapshot.node_pools, snapshot.instance_types), lambda: _pool_facts(snapshot)
+    )
+    if not no_min_values or not EARLY_STOP:
+        return None
+    if (
+        not spot_gate
+        or not spot_pools
+        or any(_mentions_capacity_type(p) for p in pods)
+        or _BOUND_CT_ANTI.get(
+            (by_identity(snapshot.pods),),
+            lambda: any(
+                t.topology_key == labels.CAPACITY_TYPE for p in snapshot.pods for t in p.anti_affinity
+            ),
+        )
+    ):
+        spot_pools = frozenset()
+    return StopWhen(1, spot_pools)
+
+
+def _pool_facts(snapshot: Snapshot) -> tuple[bool, frozenset[str]]:
+    no_min_values = True
+    spot_pools = set()
+    for pool in snapshot.node_pools:
+        reqs = pool.requirement_set()
+        if reqs.has_min_values():
+            no_min_values = False
+        ct = reqs.get(labels.CAPACITY_TYPE)
+        if ct is not None and not ct.has(labels.CAPACITY_TYPE_SPOT):
+            continue
+        siblings = True
+        for it in snapshot.instance_types.get(pool.name, ()):
+            available = [o for o in it.offerings if o.available]
+            spot = {o.zone for o in available if o.capacity_type == labels.CAPACITY_TYPE_SPOT}
+            if any(o.zone not in spot for o in available):
+                siblings = False
+                break
+        if siblings:
+            spot_pools.add(pool.name)
+    return no_min_values, frozenset(spot_pools)
+
+
+def _mentions_capacity_type(pod: Pod) -> bool:
+    """Whether the pod's node requirements or topology terms could narrow a claim's capacity type."""
+    ct = labels.CAPACITY_TYPE
+    if ct in pod.node_selector:
+        return True
+    terms = [*pod.required_terms, *(w.term for w in pod.preferred_terms)]
+    if any(r.key == ct for term in terms for r in term.requirements):
+        return True
+    keys = [c.topology_key for c in pod.spread]
+    keys += [t.topology_key for t in (*pod.affinity, *pod.anti_affinity)]
+    keys += [w.term.topology_key for w in (*pod.affinity_preferred, *pod.anti_affinity_preferred)]
+    return ct in keys
 
 
 def worst_launch_price(it: InstanceType, reqs: Requirements) -> float:
@@ -134,8 +227,20 @@ def compute(
     method: str,
 ) -> tuple[Command | None, str]:
     """One consolidation option for ``chosen``, or None with the reason."""
-    sim = simulate(snapshot, chosen, consolidation=True)
+    spot_gate = not snapshot.settings.features.spot_to_spot_consolidation and all(
+        c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen
+    )
+    sim = simulate(
+        snapshot,
+        chosen,
+        consolidation=True,
+        stop=lambda pods: _stop_when(snapshot, pods, spot_gate),
+    )
     names = tuple(c.name for c in chosen)
+    if sim.results.stopped == STOP_POOL:
+        return None, _SPOT_GATE_NEW_NODE
+    if sim.results.stopped:
+        return None, "would need more than one new node"
     if sim.stranded:
         return None, "pods would not all fit elsewhere: " + sim.stranded[0]
     price = sum(c.price for c in chosen if c.price is not None)
@@ -156,7 +261,7 @@ def compute(
     reqs = claim.requirements
     if all_spot and (ct is None or ct.has(labels.CAPACITY_TYPE_SPOT)):
         if not snapshot.settings.features.spot_to_spot_consolidation:
-            return None, "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
+            return None, _SPOT_GATE
         reqs = reqs.add(Requirement.in_(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_SPOT))
     cheaper = [it for it in its if worst_launch_price(it, reqs) < price]
     if reqs.has_min_values() and min_values_shortfall(cheaper, reqs) is not None:

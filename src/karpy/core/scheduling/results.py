@@ -14,7 +14,18 @@ from karpy.model.requirements import Requirements
 from karpy.model.resources import Resources
 from karpy.model.taints import Taint
 
-__all__ = ["PlannedClaim", "PodError", "Results"]
+__all__ = ["STOP_CLAIMS", "STOP_POOL", "PlannedClaim", "PodError", "Results", "StopWhen"]
+
+STOP_CLAIMS = "claims"  # Results.stopped: more new NodeClaims than StopWhen.claims_over
+STOP_POOL = "pool"  # Results.stopped: a new NodeClaim of a NodePool in StopWhen.any_claim_of
+
+
+@dataclass(frozen=True, slots=True)
+class StopWhen:
+    """When a caller has no use for the rest of a solve (consolidation: see its ``compute``)."""
+
+    claims_over: int  # stop when more new NodeClaims than this are open
+    any_claim_of: frozenset[str] = frozenset()  # or when any new NodeClaim of these NodePools opens
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +61,7 @@ class Results:
     existing: dict[str, str]  # pod key -> existing node name
     errors: tuple[PodError, ...]
     relaxations: dict[str, tuple[str, ...]] = field(default_factory=dict)  # pod key -> steps that were needed
+    stopped: str = ""  # the solve stopped early (STOP_CLAIMS or STOP_POOL); the rest is then empty
 
     def placement(self) -> dict[str, str]:
         """Pod key -> node or NodeClaim name for every placed pod."""

@@ -41,7 +41,7 @@ from karpy.core.scheduling.nodeclaim import (
     filter_instance_types,
 )
 from karpy.core.scheduling.podinfo import PodData
-from karpy.core.scheduling.results import PodError, Results
+from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, PodError, Results, StopWhen
 from karpy.core.scheduling.topology import DomainGroup, Topology, build_domain_groups
 from karpy.core.scheduling.typeindex import TypeIndex
 from karpy.core.snapshot import Snapshot
@@ -102,9 +102,21 @@ class _Queue:
         self.last_len[Topology.uid(pod)] = len(self.pods)
 
 
+class _Stopped(Exception):
+    """Raised when a solve opens a new NodeClaim its ``StopWhen`` names (the reason is the arg)."""
+
+
 class _Solver:
-    def __init__(self, snapshot: Snapshot, pods: Sequence[Pod], *, consolidation: bool = False) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        pods: Sequence[Pod],
+        *,
+        consolidation: bool = False,
+        stop: StopWhen | None = None,
+    ) -> None:
         self.snapshot = snapshot
+        self.stop = stop
         self.well_known = snapshot.well_known
         settings = snapshot.settings.scheduling
         self.respect = settings.preference_policy != "Ignore"
@@ -391,6 +403,12 @@ class _Solver:
                 continue
             claim.add(pod, data, reqs, kept)
             self.order.opened(claim)
+            stop = self.stop
+            if stop is not None:
+                if len(self.order.created) > stop.claims_over:
+                    raise _Stopped(STOP_CLAIMS)
+                if pool.name in stop.any_claim_of:
+                    raise _Stopped(STOP_POOL)
             if remaining is not None:
                 spent = max_capacity(index.select(kept)) + Resources({"nodes": 1})
                 self.remaining[pool.name] = {k: v - spent.get(k, 0) for k, v in remaining.items()}
@@ -449,17 +467,9 @@ class _Solver:
             self.topology.update(current)
             self.data.pop(Topology.uid(current), None)
 
-    def solve(self, pods: Sequence[Pod]) -> Results:
-        errors: dict[str, PodError] = {}
-        relaxations: dict[str, tuple[str, ...]] = {}
-        schedulable: list[Pod] = []
-        for candidate in pods:
-            problem = podinfo.validate(candidate, self.well_known)
-            if problem is not None:
-                errors[Topology.uid(candidate)] = PodError(candidate, {"validation": problem})
-            else:
-                schedulable.append(candidate)
-        queue = _Queue(deque(queue_order(schedulable)), {})
+    def _place(
+        self, queue: _Queue, errors: dict[str, PodError], relaxations: dict[str, tuple[str, ...]]
+    ) -> None:
         while (pod := queue.pop()) is not None:
             ok, reasons, steps = self.try_schedule(pod)
             uid = Topology.uid(pod)
@@ -473,6 +483,22 @@ class _Solver:
                 self.topology.update(pod)
                 self.data.pop(uid, None)
             queue.push(pod)
+
+    def solve(self, pods: Sequence[Pod]) -> Results:
+        errors: dict[str, PodError] = {}
+        relaxations: dict[str, tuple[str, ...]] = {}
+        schedulable: list[Pod] = []
+        for candidate in pods:
+            problem = podinfo.validate(candidate, self.well_known)
+            if problem is not None:
+                errors[Topology.uid(candidate)] = PodError(candidate, {"validation": problem})
+            else:
+                schedulable.append(candidate)
+        queue = _Queue(deque(queue_order(schedulable)), {})
+        try:
+            self._place(queue, errors, relaxations)
+        except _Stopped as stopped:
+            return Results((), {}, (), {}, stopped=str(stopped))
         existing: dict[str, str] = {}
         for node in self.existing:
             for pod in node.pods:
@@ -491,11 +517,20 @@ class _Solver:
         return Results(tuple(claims), existing, tuple(ordered_errors), relaxations)
 
 
-def solve(snapshot: Snapshot, pods: Sequence[Pod] | None = None, *, consolidation: bool = False) -> Results:
+def solve(
+    snapshot: Snapshot,
+    pods: Sequence[Pod] | None = None,
+    *,
+    consolidation: bool = False,
+    stop: StopWhen | None = None,
+) -> Results:
     """Simulate scheduling ``pods`` (default: the snapshot's pending pods).
 
     ``consolidation=True`` marks a disruption simulation: running pods (those with a
     ``nodeName``) are not placed on nodes still inside their consolidateAfter window.
+    ``stop``: the caller has no use for the result once the solve opens the new NodeClaims it
+    names, so the solve ends there and returns empty Results with ``stopped`` set.
     """
     chosen = snapshot.pending_pods() if pods is None else tuple(pods)
-    return _Solver(snapshot, chosen, consolidation=consolidation).solve(chosen)
+    solver = _Solver(snapshot, chosen, consolidation=consolidation, stop=stop)
+    return solver.solve(chosen)

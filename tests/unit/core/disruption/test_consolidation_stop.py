@@ -1,0 +1,237 @@
+"""Consolidation solves that stop early (``Results.stopped``) decide exactly what full solves do.
+
+A solve may stop at a second new NodeClaim (``compute`` refuses more than one) and, under the
+spot-to-spot gate, at a first NodeClaim of a NodePool certain to allow spot. The property
+tests run whole disruption passes with and without the stop (``consolidation.EARLY_STOP``) on
+random clusters with the cases the stop must stay away from: NodePools that do not allow
+spot, offerings without a spot sibling, pods that prefer or require a capacity type, and
+NodePools with minValues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_methods import graceful
+
+import builders as b
+from karpy import settings as settings_mod
+from karpy.core import scheduling
+from karpy.core.disruption import compute, consolidation
+from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, StopWhen
+from karpy.core.snapshot import Snapshot
+from karpy.model import labels as wk
+from karpy.model.catalog import Offering
+from karpy.model.requirements import Requirement
+
+NOW = 1_000_000.0
+SPOT, OD = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND
+STOPPED_AT_SPOT = "would need a new node, and " + consolidation._SPOT_GATE
+SMALL = b.instance_type("small", cpu="2", memory="2Gi")
+LARGE = b.instance_type("large", cpu="8", memory="8Gi")
+
+
+@contextmanager
+def full_solves() -> Iterator[None]:
+    consolidation.EARLY_STOP = False
+    try:
+        yield
+    finally:
+        consolidation.EARLY_STOP = True
+
+
+def spot_snapshot(pods: list[Any], *, pools: list[Any] | None = None, types: Any = None) -> Snapshot:
+    pools = pools or [b.disruption_pool()]
+    managed = [
+        b.managed_node(n, pool=pools[0].name, instance_type=SMALL, capacity_type=SPOT) for n in ("s1", "s2")
+    ]
+    return b.managed_snapshot(
+        pools=pools,
+        types=types or [SMALL, LARGE],
+        managed=managed,
+        pods=pods,
+        now=NOW,
+    )
+
+
+# -- the solver ---------------------------------------------------------------------------------------
+
+
+def test_a_solve_stops_at_the_new_claim_its_caller_named() -> None:
+    pods = [b.pod(f"p{i}", cpu="7") for i in range(3)]  # one large node each
+    snap = b.managed_snapshot(pools=[b.node_pool()], types=[SMALL, LARGE], pods=pods, now=NOW)
+    full = scheduling.solve(snap)
+    assert len(full.new_claims) == 3 and not full.stopped
+    assert scheduling.solve(snap, stop=StopWhen(1)).stopped == STOP_CLAIMS
+    assert scheduling.solve(snap, stop=StopWhen(5, frozenset({"default"}))).stopped == STOP_POOL
+    unused = scheduling.solve(snap, stop=StopWhen(3, frozenset({"other"})))
+    assert not unused.stopped and unused.placement() == full.placement()
+
+
+# -- when consolidation stops --------------------------------------------------------------------------
+
+
+def test_a_spot_node_whose_pods_need_a_spot_capable_node_stops_at_the_first_claim() -> None:
+    snap = spot_snapshot([b.running_pod("a", "s1", cpu="1500m"), b.running_pod("b", "s2", cpu="1500m")])
+    [s1, _s2] = graceful(snap)
+    when = consolidation._stop_when(snap, s1.reschedulable, True)
+    assert when == StopWhen(1, frozenset({"default"}))
+    command, why = consolidation.compute(snap, [s1], method="test")
+    assert command is None
+    assert why == STOPPED_AT_SPOT
+    with full_solves():
+        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+
+
+def test_the_gate_never_stops_a_solve_whose_claim_could_be_on_demand() -> None:
+    prefers_od = {"preferred_terms": [(1, [(wk.CAPACITY_TYPE, "In", [OD])])]}
+    on_demand_only = b.disruption_pool("od", requirements=[(wk.CAPACITY_TYPE, "In", [OD])])
+    no_spot_in_zone = b.instance_type("large", cpu="8", memory="8Gi", unavailable=[(b.ZONES[1], SPOT)])
+    cases = {
+        "pod prefers on-demand": spot_snapshot([b.running_pod("a", "s1", cpu="1500m", **prefers_od)]),
+        "pool is on-demand only": spot_snapshot([b.running_pod("a", "s1")], pools=[on_demand_only]),
+        "an offering lacks spot": spot_snapshot([b.running_pod("a", "s1")], types=[SMALL, no_spot_in_zone]),
+    }
+    for case, snap in cases.items():
+        s1 = next(c for c in graceful(snap) if c.name == "s1")
+        assert consolidation._stop_when(snap, s1.reschedulable, True) == StopWhen(1), case
+
+
+def test_spot_nodes_whose_pods_prefer_on_demand_still_move_to_a_cheaper_on_demand_node() -> None:
+    big = b.instance_type("big", cpu="8", memory="8Gi", offerings=[Offering(z, SPOT, 1.0) for z in b.ZONES])
+    big = b.instance_type(
+        "big", cpu="8", memory="8Gi", offerings=[*big.offerings, *(Offering(z, OD, 1.6) for z in b.ZONES)]
+    )
+    prefers_od = [(1, [(wk.CAPACITY_TYPE, "In", [OD])])]
+    managed = [b.managed_node(n, instance_type=big, capacity_type=SPOT) for n in ("s1", "s2")]
+    pods = [b.running_pod(f"p-{n}", n, cpu="500m", preferred_terms=prefers_od) for n in ("s1", "s2")]
+    snap = b.managed_snapshot(
+        pools=[b.disruption_pool()], types=[SMALL, big], managed=managed, pods=pods, now=NOW
+    )
+    chosen = graceful(snap)
+    command, _ = consolidation.compute(snap, chosen, method="test")
+    assert command is not None and command.decision == "replace"
+    [replacement] = command.replacements
+    assert [it.name for it in replacement.instance_types] == ["small", "big"]  # on-demand, under 2.0/h
+    with full_solves():
+        assert consolidation.compute(snap, chosen, method="test") == (command, "")
+
+
+def test_min_values_turn_the_stop_off() -> None:
+    family = Requirement(wk.INSTANCE_TYPE, False, frozenset({"small", "large"}), min_values=2)
+    snap = spot_snapshot([b.running_pod("a", "s1")], pools=[b.disruption_pool(requirements=[family])])
+    s1 = next(c for c in graceful(snap) if c.name == "s1")
+    assert consolidation._stop_when(snap, s1.reschedulable, True) is None
+
+
+def test_two_new_nodes_stop_the_solve_and_say_so() -> None:
+    web = {"app": "web"}
+    anti = [b.anti_affinity_term(web)]
+    managed = [b.managed_node(n, instance_type=SMALL) for n in ("n1", "n2")]
+    pods = [b.running_pod(f"web-{n}", n, cpu="1", labels=web, anti_affinity=anti) for n in ("n1", "n2")]
+    snap = b.managed_snapshot(
+        pools=[b.disruption_pool()], types=[SMALL, LARGE], managed=managed, pods=pods, now=NOW
+    )
+    chosen = graceful(snap)
+    assert consolidation.compute(snap, chosen, method="test") == (None, "would need more than one new node")
+    with full_solves():
+        assert consolidation.compute(snap, chosen, method="test") == (None, "would need 2 new nodes")
+
+
+# -- properties: the same decisions with and without the stop ------------------------------------------
+
+STOP_SETTINGS = settings(
+    max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Snapshot:
+    types = []
+    for name, cpu, price in (("t2", "2", 0.2), ("t4", "4", 0.4), ("t8", "8", 0.8), ("t16", "16", 1.6)):
+        offerings = [
+            Offering(zone, ct, price * draw(st.sampled_from([0.4, 0.9] if ct == SPOT else [0.5, 1.0, 2.0])))
+            for zone in b.ZONES[:2]
+            for ct in (SPOT, OD)
+            if draw(st.integers(0, 5)) > 0
+        ]
+        if offerings:
+            types.append(b.instance_type(name, cpu=cpu, memory=f"{cpu}Gi", offerings=offerings))
+    if not types:
+        types = [SMALL, LARGE]
+    capacity_types = st.sampled_from(
+        [[], [(wk.CAPACITY_TYPE, "In", [SPOT, OD])], [(wk.CAPACITY_TYPE, "In", [SPOT])]]
+    )
+    pools = [b.disruption_pool("main", weight=10, requirements=draw(capacity_types))]
+    if draw(st.booleans()):
+        od_weight = draw(st.sampled_from([0, 20]))
+        pools.append(b.disruption_pool("od", weight=od_weight, requirements=[(wk.CAPACITY_TYPE, "In", [OD])]))
+    if draw(st.integers(0, 5)) == 0:
+        family = Requirement(wk.INSTANCE_TYPE, False, frozenset(it.name for it in types), min_values=2)
+        pools[0] = b.disruption_pool("main", weight=10, requirements=[family])
+    managed, pods = [], []
+    for i in range(draw(st.integers(2, 5))):
+        it = draw(st.sampled_from(types))
+        managed.append(
+            b.managed_node(
+                f"n{i}",
+                pool=draw(st.sampled_from([p.name for p in pools])),
+                instance_type=it,
+                zone=b.ZONES[0],
+                capacity_type=draw(st.sampled_from([SPOT, SPOT, OD])),
+            )
+        )
+        free = int(it.allocatable.get("cpu") * 1000)
+        for j in range(draw(st.integers(1, 3))):
+            milli = draw(st.sampled_from([250, 500, 1000, 1500, 3000]))
+            if milli > free:
+                break
+            free -= milli
+            extra: dict[str, Any] = {}
+            wanted = draw(st.sampled_from([None, None, None, SPOT, OD]))
+            if wanted is not None and draw(st.booleans()):
+                extra["preferred_terms"] = [(1, [(wk.CAPACITY_TYPE, "In", [wanted])])]
+            elif wanted is not None:
+                extra["node_selector"] = {wk.CAPACITY_TYPE: wanted}
+            pods.append(
+                b.running_pod(f"n{i}-p{j}", f"n{i}", cpu=f"{milli}m", memory="128Mi", started=NOW, **extra)
+            )
+    spot_to_spot = draw(st.integers(0, 3)) == 0
+    return b.managed_snapshot(
+        pools=pools,
+        types=types,
+        managed=managed,
+        pods=pods,
+        now=NOW,
+        settings=settings_mod.Settings(
+            features=settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
+        ),
+    )
+
+
+@STOP_SETTINGS
+@given(clusters())
+def test_passes_decide_the_same_with_and_without_the_stop(snap: Snapshot) -> None:
+    stopped = compute(snap, NOW)
+    with full_solves():
+        full = compute(snap, NOW)
+    assert stopped.command == full.command
+    assert {n: r.verdict for n, r in stopped.records.items()} == {
+        n: r.verdict for n, r in full.records.items()
+    }
+
+
+@STOP_SETTINGS
+@given(clusters())
+def test_every_single_node_option_is_the_same_with_and_without_the_stop(snap: Snapshot) -> None:
+    for candidate in graceful(snap):
+        stopped, why = consolidation.compute(snap, [candidate], method="test")
+        with full_solves():
+            full, full_why = consolidation.compute(snap, [candidate], method="test")
+        assert stopped == full
+        if why != full_why:  # a stopped solve gives its own reason; otherwise the reasons are equal
+            assert why in ("would need more than one new node", STOPPED_AT_SPOT)
