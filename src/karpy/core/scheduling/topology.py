@@ -12,7 +12,7 @@ existing nodes. Used by :mod:`karpy.core.scheduling.scheduler`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
 from karpy.core.scheduling.podinfo import signature
@@ -111,6 +111,7 @@ class _BoundIndex:
             if pod.anti_affinity:
                 self.anti_affinity.append(pod)
         self._buckets: dict[str, list[tuple[Mapping[str, str], list[Pod]]]] = {}
+        self._matching: dict[tuple[frozenset[str], LabelSelector], list[_Matched]] = {}
 
     def buckets(self, namespace: str) -> list[tuple[Mapping[str, str], list[Pod]]]:
         found = self._buckets.get(namespace)
@@ -122,6 +123,71 @@ class _BoundIndex:
             found = self._buckets[namespace] = list(by_labels.values())
         return found
 
+    def matching(self, namespaces: frozenset[str], selector: LabelSelector) -> list[_Matched]:
+        """The buckets a group's selector matches, in the order a group counts them (namespaces
+        sorted, then bucket order). Solves of one pass build many equal groups: matched once."""
+        key = (namespaces, selector)
+        found = self._matching.get(key)
+        if found is None:
+            if len(self._matching) >= _MAX_MATCHING:
+                self._matching.clear()
+            found = self._matching[key] = [
+                _Matched(pods)
+                for namespace in sorted(namespaces)
+                for pod_labels, pods in self.buckets(namespace)
+                if selector.matches(pod_labels)
+            ]
+        return found
+
+
+_MAX_MATCHING = 256  # distinct (namespaces, selector) pairs remembered per pod tuple
+
+
+class _Matched:
+    """One bucket of bound pods a selector matches, counted per node as a group counts them: pods per
+    node name in the order first seen. Kept with the bound index, so a solve only corrects the
+    count for the pods it schedules (``without``)."""
+
+    __slots__ = ("first", "per_node", "pods", "positions", "uids", "where")
+
+    def __init__(self, pods: Sequence[Pod]) -> None:
+        self.pods = tuple((pod.uid or pod.key, pod.node_name) for pod in pods)
+        self.uids = frozenset(uid for uid, _ in self.pods)
+        self.where: dict[str, list[int]] = {}  # uid -> its positions in the bucket
+        self.positions: dict[str, list[int]] = {}  # node name -> positions of its pods, ascending
+        for position, (uid, name) in enumerate(self.pods):
+            self.where.setdefault(uid, []).append(position)
+            self.positions.setdefault(name, []).append(position)
+        self.per_node = {name: len(found) for name, found in self.positions.items()}
+        self.first = {name: found[0] for name, found in self.positions.items()}
+
+    def without(self, excluded: frozenset[str]) -> dict[str, int]:
+        """Pods per node name without the ``excluded`` uids, in the order their first pod left is
+        seen (the same as counting the bucket pod by pod, skipping the excluded)."""
+        hit = excluded & self.uids
+        if not hit:
+            return self.per_node
+        gone: dict[str, set[int]] = {}  # node name -> positions of its excluded pods
+        for uid in hit:
+            for position in self.where[uid]:
+                gone.setdefault(self.pods[position][1], set()).add(position)
+        per_node = dict(self.per_node)
+        reordered = False
+        for name, positions in gone.items():
+            left = per_node[name] - len(positions)
+            if left:
+                per_node[name] = left
+                reordered = reordered or self.first[name] in positions
+            else:
+                del per_node[name]
+        if not reordered:
+            return per_node
+        first = dict(self.first)
+        for name, positions in gone.items():
+            if name in per_node:
+                first[name] = next(p for p in self.positions[name] if p not in positions)
+        return {name: per_node[name] for name in sorted(per_node, key=first.__getitem__)}
+
 
 _BOUND: IdentityCache[_BoundIndex] = IdentityCache(4)  # the indexes of the last few pod tuples
 
@@ -130,6 +196,98 @@ def _bound_index(pods: tuple[Pod, ...]) -> _BoundIndex:
     if not isinstance(pods, tuple):  # only an immutable tuple can be recognised again
         return _BoundIndex(tuple(pods))
     return _BOUND.get((by_identity(pods),), lambda: _BoundIndex(pods))
+
+
+class _NodeView:
+    """What one group key and node filter make of a node, remembered by StateNode identity: the
+    domain its spread registers (``None`` if the filter rejects it or it lacks the key) and the
+    domain its bound pods count in. Both are pure of the frozen StateNode, and the solves of a
+    disruption pass (and the next passes) see the same StateNodes again."""
+
+    def __init__(self, key: str, node_filter: NodeFilter) -> None:
+        self.key = key
+        self.node_filter = node_filter
+        self._registered: dict[int, tuple[StateNode, str | None]] = {}
+        self._counted: dict[int, tuple[StateNode, str | None]] = {}
+
+    def registered(self, nodes: Sequence[StateNode]) -> list[str]:
+        """The domains of ``nodes`` a new group registers, in node order (repeats included)."""
+        out: list[str] = []
+        memo = self._registered
+        for node in nodes:
+            found = memo.get(id(node))
+            if found is None or found[0] is not node:
+                found = self._remember(memo, node, self._registered_domain(node))
+            if found[1] is not None:
+                out.append(found[1])
+        return out
+
+    def counted(self, state: StateNode) -> str | None:
+        """The domain the pods bound to ``state`` count in, or ``None`` if they do not count."""
+        found = self._counted.get(id(state))
+        if found is None or found[0] is not state:
+            found = self._remember(self._counted, state, self._counted_domain(state))
+        return found[1]
+
+    @staticmethod
+    def _remember(
+        memo: dict[int, tuple[StateNode, str | None]], state: StateNode, domain: str | None
+    ) -> tuple[StateNode, str | None]:
+        if len(memo) >= _MAX_VIEW_NODES:
+            memo.clear()
+        found = memo[id(state)] = (state, domain)  # the entry keeps the state alive: ids stay valid
+        return found
+
+    def _registered_domain(self, node: StateNode) -> str | None:
+        if node.node is None:
+            return None
+        nf = self.node_filter
+        if nf.active and not nf.matches(node.node.taints, _requirements_of(node.node.labels), frozenset()):
+            return None
+        return node.labels.get(self.key)
+
+    def _counted_domain(self, state: StateNode) -> str | None:
+        return _counted_domain(state, self.key, self.node_filter, _shared_requirements)
+
+
+def _counted_domain(
+    state: StateNode,
+    key: str,
+    node_filter: NodeFilter,
+    requirements_of: Callable[[str, Mapping[str, str]], Requirements],
+) -> str | None:
+    """The domain of ``key`` the pods bound to ``state`` count in (a node without a hostname label
+    is its own hostname domain), or ``None`` if it has none or ``node_filter`` rejects it."""
+    node_labels = state.labels
+    domain = node_labels.get(key)
+    if domain is None and key == labels.HOSTNAME:
+        domain = state.name
+    if domain is None:
+        return None
+    taints = state.node.taints if state.node is not None else state.taints
+    if node_filter.active and not node_filter.matches(
+        taints, requirements_of(state.name, node_labels), frozenset()
+    ):
+        return None
+    return domain
+
+
+def _shared_requirements(_name: str, node_labels: Mapping[str, str]) -> Requirements:
+    return _requirements_of(node_labels)
+
+
+_MAX_VIEW_NODES = 512  # StateNodes remembered per view (a few passes of a cluster's nodes)
+_MAX_VIEWS = 64
+_VIEWS: dict[tuple[str, NodeFilter], _NodeView] = {}
+
+
+def _node_view(key: str, node_filter: NodeFilter) -> _NodeView:
+    found = _VIEWS.get((key, node_filter))
+    if found is None:
+        if len(_VIEWS) >= _MAX_VIEWS:
+            _VIEWS.clear()
+        found = _VIEWS[(key, node_filter)] = _NodeView(key, node_filter)
+    return found
 
 
 class Topology:
@@ -147,8 +305,12 @@ class Topology:
         self._snapshot = snapshot
         self._nodes = nodes
         self._node_by_name = {n.name: n for n in nodes}
+        repeated = len(self._node_by_name) != len(nodes)
         for node in snapshot.nodes:
             self._node_by_name.setdefault(node.name, node)
+        # Names that could share an entry of the per-solve requirements cache of _count_plain
+        # (repeated names, a name "node:<other name>"): only the plain count reproduces that.
+        self._plain = repeated or ":" in "".join(self._node_by_name)
         self._domain_groups = domain_groups
         self._respect = respect_preferences
         self.groups: dict[object, TopologyGroup] = {}
@@ -320,6 +482,32 @@ class Topology:
         return keys
 
     def _count(self, group: TopologyGroup) -> None:
+        """Register the group's node domains and count its bound pods (not those being scheduled).
+
+        The same as :meth:`_count_plain`, from what the solves of a pass share: the matched pods
+        per node of the bound index and the per-StateNode domains of a :class:`_NodeView`."""
+        if self._plain:
+            self._count_plain(group)
+            return
+        view = _node_view(group.key, group.node_filter)
+        group.register(*view.registered(self._nodes))
+        if group.selector is None:
+            return
+        excluded = self._excluded
+        by_name = self._node_by_name
+        counted = view.counted
+        for matched in self._bound.matching(group.namespaces, group.selector):
+            per_node = matched.without(excluded) if excluded else matched.per_node
+            for name, count in per_node.items():  # a domain is first recorded where it was before
+                state = by_name.get(name)
+                if state is None:
+                    continue
+                domain = counted(state)
+                if domain is not None:
+                    group.record_count(domain, count)
+
+    def _count_plain(self, group: TopologyGroup) -> None:
+        """The count without shared caches (the reference :meth:`_count` must equal)."""
         for node in self._nodes:
             if node.node is None:
                 continue
@@ -359,17 +547,7 @@ class Topology:
         state = self._node_by_name.get(node_name)
         if state is None:
             return None
-        node_labels = state.labels
-        domain = node_labels.get(group.key)
-        if domain is None and group.key == labels.HOSTNAME:
-            domain = state.name
-        if domain is None:
-            return None
-        taints = state.node.taints if state.node is not None else state.taints
-        nf = group.node_filter
-        if nf.active and not nf.matches(taints, self._labels_reqs(state.name, node_labels), frozenset()):
-            return None
-        return domain
+        return _counted_domain(state, group.key, group.node_filter, self._labels_reqs)
 
     def _labels_reqs(self, key: str, node_labels: Mapping[str, str]) -> Requirements:
         reqs = self._node_reqs.get(key)
