@@ -91,11 +91,17 @@ class StateNode:
     @property
     def initialized(self) -> bool:
         """Unmanaged nodes are always initialized; managed ones once their claim says so."""
-        if self.claim is None:
-            return self.node is not None
-        if self.node is None:
-            return False
-        return self.claim.is_true("Initialized") or self.node.labels.get(labels.INITIALIZED) == "true"
+        found = self._derived.get("initialized")
+        if found is None:
+            if self.claim is None:
+                found = self.node is not None
+            elif self.node is None:
+                found = False
+            else:
+                claim, node = self.claim, self.node
+                found = claim.is_true("Initialized") or node.labels.get(labels.INITIALIZED) == "true"
+            self._derived["initialized"] = found
+        return found
 
     @property
     def provider_id(self) -> str:

@@ -5,13 +5,21 @@ Remaining room = allocatable − requests of bound pods − DaemonSet pods still
 ignored while a managed node initializes), host ports, resources, label requirements
 (no undefined keys allowed: the node's labels are all there is), then topology.
 Used by :mod:`karpy.core.scheduling.scheduler`.
+
+The solves of a disruption pass see the same (frozen) StateNodes again and again (issue 6):
+what a node contributes before any pod joins it is built once per StateNode, and so is the
+verdict of the checks before topology for each kind of pod (:meth:`ExistingNode.known_unfit`),
+which a node nothing has joined yet in this solve answers without checking again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import itertools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo
 from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.nodeclaim import Unfit, domain_key
@@ -24,7 +32,7 @@ from karpy.model.requirements import Requirement, Requirements
 from karpy.model.resources import Resources, total
 from karpy.model.taints import Taint, first_untolerated
 
-__all__ = ["EPHEMERAL_TAINT_KEYS", "ExistingNode", "scheduling_taints"]
+__all__ = ["EPHEMERAL_TAINT_KEYS", "ExistingNode", "in_consolidate_window", "pod_kind", "scheduling_taints"]
 
 EPHEMERAL_TAINT_KEYS = frozenset(
     {
@@ -51,26 +59,75 @@ def scheduling_taints(node: StateNode) -> tuple[Taint, ...]:
     return taints
 
 
-_Parts = tuple[tuple[Taint, ...], Resources, Resources, Requirements, tuple[HostPort, ...]]
-# What an existing node contributes before any pod is placed: a pure function of the (frozen)
-# StateNode and the DaemonSets, shared by the many solves of a disruption pass (issue 6).
-_PARTS: ObjectMemo[tuple[tuple[DaemonSet, ...], _Parts]] = ObjectMemo(8192)
+class _Base:
+    """What an existing node contributes before any pod is placed: a pure function of the (frozen)
+    StateNode and the DaemonSets, shared by the many solves of a disruption pass.
+
+    ``verdicts``: per pod kind (:func:`pod_kind`), what :meth:`ExistingNode._static` says of the
+    node as built here (None: no objection), for the nodes no pod has joined yet in a solve.
+    """
+
+    __slots__ = (
+        "available",
+        "daemonsets",
+        "node_pool",
+        "ports",
+        "requests",
+        "requirements",
+        "since",
+        "taints",
+        "verdicts",
+    )
+
+    def __init__(self, state: StateNode, daemonsets: tuple[DaemonSet, ...]) -> None:
+        self.daemonsets = daemonsets
+        self.taints = scheduling_taints(state)
+        bound = [p for p in state.pods if not p.is_terminal()]
+        used = total(podinfo.pod_requests(p) for p in bound)
+        label_reqs = Requirements.from_labels(state.labels)
+        self.available = state.allocatable - used
+        self.requests = daemons.node_overhead(
+            daemonsets, taints=self.taints, node_labels=label_reqs, bound=bound
+        )
+        self.requirements = label_reqs.add(Requirement.in_(labels.HOSTNAME, state.name))
+        self.ports = tuple(port for p in bound for port in p.host_ports)
+        self.node_pool = state.node_pool
+        self.since = lifecycle.consolidatable_since(state.claim) if state.claim is not None else None
+        self.verdicts: dict[int, Unfit | None] = {}
 
 
-def _parts(state: StateNode, daemonsets: Sequence[DaemonSet]) -> _Parts:
-    taints = scheduling_taints(state)
-    bound = [p for p in state.pods if not p.is_terminal()]
-    used = total(podinfo.pod_requests(p) for p in bound)
-    label_reqs = Requirements.from_labels(state.labels)
-    reqs = label_reqs.add(Requirement.in_(labels.HOSTNAME, state.name))
-    remaining_daemons = daemons.node_overhead(daemonsets, taints=taints, node_labels=label_reqs, bound=bound)
-    ports = tuple(port for p in bound for port in p.host_ports)
-    return taints, state.allocatable - used, remaining_daemons, reqs, ports
+_BASES: ObjectMemo[_Base] = ObjectMemo(8192)
+MAX_VERDICTS = 64  # pod kinds remembered per node (cleared at once when full)
+
+# A number per distinct pod kind, never reused (a cleared table hands out new ones, so the
+# verdicts filed under old numbers are simply never found again).
+_KINDS: dict[tuple[object, ...], int] = {}
+_SERIAL = itertools.count()
+MAX_KINDS = 4096
+
+
+def pod_kind(pod: Pod, data: PodData) -> int:
+    """A number for everything of a pod that :meth:`ExistingNode._static` reads. The requirements
+    are keyed in their order, which the rejection message follows."""
+    key = (pod.tolerations, pod.host_ports, data.requests, tuple(data.requirements.items()))
+    kind = _KINDS.get(key)
+    if kind is None:
+        if len(_KINDS) >= MAX_KINDS:
+            _KINDS.clear()
+        kind = _KINDS[key] = next(_SERIAL)
+    return kind
+
+
+def in_consolidate_window(since: float | None, after: float | None, now: float) -> bool:
+    """:func:`karpy.core.lifecycle.under_consolidate_after` from the claim's ``since`` and the
+    pool's ``consolidateAfter`` (None: no claim, not initialized, no pool or no window)."""
+    return after is not None and since is not None and now - since < after
 
 
 @dataclass(slots=True)
 class ExistingNode:
     state: StateNode
+    base: _Base
     taints: tuple[Taint, ...]
     available: Resources
     requests: Resources
@@ -82,29 +139,45 @@ class ExistingNode:
     _domains: dict[str, tuple[object, ...]] = field(default_factory=dict)
 
     @classmethod
-    def build(
+    def build_all(
         cls,
-        state: StateNode,
+        states: Sequence[StateNode],
         topology: Topology,
         daemonsets: Sequence[DaemonSet],
         *,
-        under_consolidate_after: bool = False,
-    ) -> ExistingNode:
+        windows: Mapping[str, float | None] | None = None,
+        now: float = 0.0,
+    ) -> list[ExistingNode]:
+        """The places of ``states``, in order, each registered with the topology as a hostname.
+        ``windows``: in a consolidation simulation, each NodePool's consolidateAfter by name (a
+        node inside its window takes no running pods)."""
         ds = tuple(daemonsets)
-        _, (taints, available, remaining_daemons, reqs, ports) = _PARTS.get(
-            state, lambda: (ds, _parts(state, ds)), check=lambda cached: cached[0] == ds
-        )
-        topology.register(labels.HOSTNAME, state.name)
-        return cls(
-            state,
-            taints,
-            available,
-            remaining_daemons,
-            reqs,
-            topology,
-            list(ports),
-            under_consolidate_after=under_consolidate_after,
-        )
+
+        def same(base: _Base) -> bool:
+            return base.daemonsets == ds
+
+        out = []
+        for state in states:
+            base = _BASES.get(state, functools.partial(_Base, state, ds), check=same)
+            topology.register(labels.HOSTNAME, state.name)
+            window = windows.get(base.node_pool) if windows is not None else None
+            under = in_consolidate_window(base.since, window, now)
+            out.append(
+                cls(
+                    state,
+                    base,
+                    base.taints,
+                    base.available,
+                    base.requests,
+                    base.requirements,
+                    topology,
+                    list(base.ports),
+                    [],
+                    under,
+                    {},
+                )
+            )
+        return out
 
     @property
     def name(self) -> str:
@@ -114,27 +187,11 @@ class ExistingNode:
         """The node's requirements with ``pod`` added; raises :class:`Unfit` (``monotone`` when the
         same pod would fail here for the rest of the solve: only topology can loosen)."""
         if self.under_consolidate_after and pod.node_name:
-            raise Unfit(
-                "node is still inside its consolidateAfter window (consolidation moves no pods onto it)",
-                monotone=True,
-            )
-        taint = first_untolerated(pod.tolerations, self.taints)
-        if taint is not None:
-            raise Unfit(lambda: f"did not tolerate taint {taint}", monotone=True)
-        for port in pod.host_ports:
-            if any(port.conflicts(used) for used in self.host_ports):
-                raise Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
-        if not self.requests.fits_with(data.requests, self.available):
-            used, wanted, available = self.requests, data.requests, self.available
-            raise Unfit(
-                lambda: "not enough " + ", ".join((used + wanted).exceeding(available)), monotone=True
-            )  # the message is built only if someone reads it
+            raise Unfit(_IN_WINDOW, monotone=True)
+        unfit = self._static(pod, data)
+        if unfit is not None:
+            raise unfit
         node_reqs = self.requirements
-        if not node_reqs.is_compatible(data.requirements):
-            raise Unfit(
-                lambda: "incompatible requirements: " + "; ".join(node_reqs.compatible(data.requirements)),
-                monotone=not node_reqs.undefined(data.requirements),
-            )
         try:
             topo = self.topology.add_requirements(pod, self.taints, data.strict, node_reqs, frozenset())
         except TopologyError as exc:
@@ -148,6 +205,45 @@ class ExistingNode:
                 lambda: "incompatible topology requirements: " + "; ".join(node_reqs.compatible(topo))
             )
         return node_reqs.union_with(topo)
+
+    def _static(self, pod: Pod, data: PodData) -> Unfit | None:
+        """The checks before topology, in order: taints, host ports, resources, requirements."""
+        taint = first_untolerated(pod.tolerations, self.taints)
+        if taint is not None:
+            return Unfit(lambda: f"did not tolerate taint {taint}", monotone=True)
+        for port in pod.host_ports:
+            if any(port.conflicts(used) for used in self.host_ports):
+                return Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
+        if not self.requests.fits_with(data.requests, self.available):
+            used, wanted, available = self.requests, data.requests, self.available
+            return Unfit(
+                lambda: "not enough " + ", ".join((used + wanted).exceeding(available)), monotone=True
+            )  # the message is built only if someone reads it
+        node_reqs = self.requirements
+        if not node_reqs.is_compatible(data.requirements):
+            return Unfit(
+                lambda: "incompatible requirements: " + "; ".join(node_reqs.compatible(data.requirements)),
+                monotone=not node_reqs.undefined(data.requirements),
+            )
+        return None
+
+    def known_unfit(self, pod: Pod, data: PodData, kind: int) -> Unfit | None:
+        """What :meth:`can_add` raises before topology, for a node no pod has joined yet in this
+        solve (remembered per ``kind``, :func:`pod_kind`, across solves); None when there is no
+        objection before topology or the node has taken pods (ask :meth:`can_add`). The Unfit
+        returned is shared: read it, never raise it (a raise would keep the frame alive)."""
+        if self.under_consolidate_after and pod.node_name:
+            return _IN_WINDOW_UNFIT
+        if self.pods:
+            return None
+        verdicts = self.base.verdicts
+        found = verdicts.get(kind, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._static(pod, data)
+            if len(verdicts) >= MAX_VERDICTS:
+                verdicts.clear()
+            verdicts[kind] = found
+        return found  # type: ignore[return-value]
 
     def domain(self, key: str) -> tuple[object, ...]:
         """This node's domains of ``key`` as a plain tuple (equal tuples: equal requirements)."""
@@ -163,3 +259,8 @@ class ExistingNode:
         self.requirements = reqs
         self.topology.record(pod, self.taints, reqs, frozenset())
         self.host_ports.extend(pod.host_ports)
+
+
+_UNKNOWN = object()
+_IN_WINDOW = "node is still inside its consolidateAfter window (consolidation moves no pods onto it)"
+_IN_WINDOW_UNFIT = Unfit(_IN_WINDOW, monotone=True)

@@ -13,7 +13,7 @@ from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool
 from karpy.model.resources import Resources
 
-__all__ = ["max_capacity", "pool_usage", "within_limits"]
+__all__ = ["max_capacity", "pool_usage", "pool_usages", "within_limits"]
 
 
 def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
@@ -28,14 +28,72 @@ def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
     return Resources(out)
 
 
+class _Tally:
+    """Per-pool usage of one node tuple (kept alive, so the ids below stay valid)."""
+
+    __slots__ = ("by_id", "nodes", "usage")
+
+    def __init__(self, nodes: tuple[StateNode, ...]) -> None:
+        self.nodes = nodes
+        self.by_id = dict(zip(map(id, nodes), nodes, strict=True))
+        self.usage: dict[str, dict[str, int]] = {}
+        for node in nodes:
+            _count(self.usage, node, 1)
+
+
+def _count(usage: dict[str, dict[str, int]], node: StateNode, sign: int) -> None:
+    out = usage.setdefault(node.node_pool, {})
+    for key, value in node.limit_capacity.items():
+        out[key] = out.get(key, 0) + sign * value
+    out["nodes"] = out.get("nodes", 0) + sign
+
+
+_LAST: list[_Tally] = []  # the reference tally of the last full count
+MAX_DIFFERENCE = 16  # nodes in or out beyond which a full count (and a new reference) is cheaper
+
+
+def pool_usages(nodes: Sequence[StateNode]) -> dict[str, dict[str, int]]:
+    """:func:`pool_usage` of every pool at once, by pool name (missing keys are zero). The solves
+    of a disruption pass count snapshots that differ by a node or two from the last full count:
+    its sums are corrected by the nodes in and out (exact: integer sums, nodes by identity).
+    Callers must not modify the result."""
+    nodes = tuple(nodes)
+    if _LAST:
+        ref = _LAST[0]
+        if ref.nodes is nodes:
+            return ref.usage
+        by_id = dict(zip(map(id, nodes), nodes, strict=True))
+        if len(by_id) == len(nodes) and len(ref.by_id) == len(ref.nodes):
+            added = by_id.keys() - ref.by_id.keys()
+            removed = ref.by_id.keys() - by_id.keys()
+            if len(added) + len(removed) <= MAX_DIFFERENCE:
+                usage = {name: dict(counts) for name, counts in ref.usage.items()}
+                for i in added:
+                    _count(usage, by_id[i], 1)
+                for i in removed:
+                    _count(usage, ref.by_id[i], -1)
+                return usage
+    tally = _Tally(nodes)
+    _LAST[:] = [tally]
+    return tally.usage
+
+
 def max_capacity(its: Sequence[InstanceType]) -> Resources:
-    out = Resources()
+    """Per-resource maximum of the capacities (``Resources.max`` folded, in one dict)."""
+    out: dict[str, int] = {}
     for it in its:
-        out = out.max(it.capacity)
-    return out
+        for key, value in it.capacity.items():
+            if value > out.get(key, 0):
+                out[key] = value
+    return Resources(out)
 
 
 def within_limits(it: InstanceType, remaining: dict[str, int] | None) -> bool:
     if remaining is None:
         return True
-    return all(it.capacity.get(name, 0) <= left for name, left in remaining.items() if name in it.capacity)
+    capacity = it.capacity
+    for name, left in remaining.items():
+        value = capacity.get(name)  # 0: not in the capacity (Resources keeps no zeros), not limited
+        if value and value > left:
+            return False
+    return True

@@ -26,13 +26,12 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo, preferences
 from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
-from karpy.core.scheduling.existing import ExistingNode
+from karpy.core.scheduling.existing import ExistingNode, pod_kind
 from karpy.core.scheduling.finalize import Finalizer
-from karpy.core.scheduling.limits import max_capacity, pool_usage, within_limits
+from karpy.core.scheduling.limits import max_capacity, pool_usages, within_limits
 from karpy.core.scheduling.nodeclaim import (
     ClaimInProgress,
     Template,
@@ -138,24 +137,20 @@ class _Solver:
             pods=pods,
             respect_preferences=self.respect,
         )
-        pools_by_name = {p.name: p for p in snapshot.node_pools}
-        self.existing = [
-            ExistingNode.build(
-                n,
-                self.topology,
-                snapshot.daemonsets,
-                under_consolidate_after=consolidation
-                and lifecycle.under_consolidate_after(pools_by_name.get(n.node_pool), n.claim, snapshot.now),
-            )
-            for n in active
-        ]
+        windows = None  # consolidation moves no running pods onto a node inside its consolidateAfter window
+        if consolidation:
+            windows = {p.name: p.disruption.consolidate_after for p in snapshot.node_pools}
+        self.existing = ExistingNode.build_all(
+            active, self.topology, snapshot.daemonsets, windows=windows, now=snapshot.now
+        )
         self.templates = [self._template(p) for p in self.pools]
         self.remaining: dict[str, dict[str, int] | None] = {}
+        usages = pool_usages(snapshot.nodes) if any(p.limits is not None for p in self.pools) else {}
         for pool in self.pools:
             if pool.limits is None:
                 self.remaining[pool.name] = None
             else:
-                used = pool_usage(pool, snapshot.nodes)
+                used = usages.get(pool.name, {})
                 self.remaining[pool.name] = {k: v - used.get(k, 0) for k, v in pool.limits.items()}
         self.order: ClaimOrder[ClaimInProgress] = ClaimOrder(
             lambda c: len(c.pods), reference=not FAST_PATHS, pin=_zone_pin if FAST_PATHS else None
@@ -218,9 +213,10 @@ class _Solver:
         nodes = self.existing
         scan = self.existing_scan.get((data.signature, data.requests))
         if scan is None:
-            scan = self.existing_scan[(data.signature, data.requests)] = [0, set()]
+            scan = self.existing_scan[(data.signature, data.requests)] = [0, set(), pod_kind(pod, data)]
         start: int = scan[0]  # type: ignore[assignment]
         dead: set[int] = scan[1]  # type: ignore[assignment]
+        kind: int = scan[2]  # type: ignore[assignment]
         failed = start
         first: int | None = 0 if start else None
         first_text = ""
@@ -242,9 +238,14 @@ class _Solver:
                     first = i
                 prefix = False
                 continue
-            try:
-                reqs = node.can_add(pod, data)
-            except Unfit as exc:
+            # a node no pod joined yet answers as in earlier solves (shared: never raised)
+            exc = node.known_unfit(pod, data, kind) if FAST_PATHS else None
+            if exc is None:
+                try:
+                    reqs = node.can_add(pod, data)
+                except Unfit as caught:
+                    exc = caught
+            if exc is not None:
                 failed += 1
                 if first is None:
                     first, first_text = i, f"{node.name}: {exc}"
@@ -262,14 +263,17 @@ class _Solver:
             return True
         if first is not None:
             if not first_text:
-                first_text = f"{nodes[first].name}: {self._why_existing(nodes[first], pod, data)}"
+                first_text = f"{nodes[first].name}: {self._why_existing(nodes[first], pod, data, kind)}"
             reasons["existing nodes"] = (
                 first_text if failed == 1 else f"{failed} nodes did not fit, e.g. {first_text}"
             )
         return False
 
     @staticmethod
-    def _why_existing(node: ExistingNode, pod: Pod, data: PodData) -> str:
+    def _why_existing(node: ExistingNode, pod: Pod, data: PodData, kind: int) -> str:
+        known = node.known_unfit(pod, data, kind)
+        if known is not None:
+            return str(known)
         try:
             node.can_add(pod, data)
         except Unfit as exc:
