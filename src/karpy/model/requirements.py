@@ -267,7 +267,12 @@ class Requirements(Mapping[str, Requirement]):
         merged = dict(self._reqs)
         for req in requirements:
             existing = merged.get(req.key)
-            merged[req.key] = req if existing is None else req.intersection(existing)
+            if existing is None:
+                merged[req.key] = req
+            elif req.gte is None and req.lte is None and (existing is req or existing == req):
+                continue  # without bounds r ∩ r is r: keep the object (most pods repeat a claim's)
+            else:
+                merged[req.key] = req.intersection(existing)
         out = Requirements()
         out._reqs = merged
         return out

@@ -31,9 +31,19 @@ class Resources(Mapping[str, int]):
     __slots__ = ("_hash", "_values")
 
     def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
-        items = values.items() if isinstance(values, Mapping) else values
+        # a plain dict first: the ABC check of ``isinstance(values, Mapping)`` is slow
+        items = values.items() if type(values) is dict or isinstance(values, Mapping) else values
         self._values: dict[str, int] = {k: v for k, v in items if v != 0}
         self._hash: int | None = None
+
+    @classmethod
+    def _own(cls, values: dict[str, int]) -> Resources:
+        """Wrap a dict this module just built and owns (zeros dropped) without copying it again:
+        sums are built in the scheduler's inner loops."""
+        out = object.__new__(cls)
+        out._values = values if 0 not in values.values() else {k: v for k, v in values.items() if v != 0}
+        out._hash = None
+        return out
 
     @classmethod
     def parse(cls, raw: Mapping[str, str | int | float]) -> Resources:
@@ -82,13 +92,13 @@ class Resources(Mapping[str, int]):
         out = dict(self._values)
         for key, value in other.items():
             out[key] = out.get(key, 0) + value
-        return Resources(out)
+        return Resources._own(out)
 
     def __sub__(self, other: Mapping[str, int]) -> Resources:
         out = dict(self._values)
         for key, value in other.items():
             out[key] = out.get(key, 0) - value
-        return Resources(out)
+        return Resources._own(out)
 
     def max(self, other: Mapping[str, int]) -> Resources:
         """Per-resource maximum."""
@@ -96,15 +106,18 @@ class Resources(Mapping[str, int]):
         for key, value in other.items():
             if value > out.get(key, 0):
                 out[key] = value
-        return Resources(out)
+        return Resources._own(out)
 
     def fits(self, available: Mapping[str, int]) -> bool:
         """True when every requested resource is within ``available`` (missing = 0)."""
-        return all(value <= available.get(key, 0) for key, value in self._values.items())
+        avail = available._values if type(available) is Resources else available  # no method call per key
+        return all(value <= avail.get(key, 0) for key, value in self._values.items())
 
     def fits_with(self, other: Resources, available: Mapping[str, int]) -> bool:
         """``(self + other).fits(available)`` without building the sum (a hot scheduling check)."""
         mine, theirs = self._values, other._values
+        if type(available) is Resources:
+            available = available._values  # the dict's own ``get``: no method call per key
         for key, value in theirs.items():
             if mine.get(key, 0) + value > available.get(key, 0):
                 return False
@@ -134,4 +147,4 @@ def total(items: Iterable[Mapping[str, int]]) -> Resources:
     for item in items:
         for key, value in item.items():
             out[key] = out.get(key, 0) + value
-    return Resources(out)
+    return Resources._own(out)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from karpy.model import labels as wk
 from karpy.model.requirements import (
@@ -235,6 +239,40 @@ def test_add_returns_new_set() -> None:
     assert added[K] == req(IN, "b")
     assert added["other"] == Requirement.in_("other", "x")
     assert base.union_with(reqs(req(IN, "a"))) == reqs(req(IN, "a"))
+
+
+def test_add_keeps_an_equal_unbounded_requirement() -> None:
+    """A pod repeating a claim's requirement leaves the claim's object in place (no new copy)."""
+    mine, same = req(IN, "a", "b", min_values=1), req(IN, "a", "b", min_values=1)
+    base = reqs(mine)
+    assert base.add(mine)[K] is mine
+    assert base.add(same)[K] is mine
+    assert base.add(req(IN, "a", "b"))[K] == req(IN, "a", "b", min_values=1)  # min_values kept
+
+
+def test_add_intersects_a_bounded_requirement_with_itself() -> None:
+    """With bounds, ``r ∩ r`` may differ from ``r``: values outside the bounds are dropped and a
+    finite set loses its bounds, so ``add`` must not keep the object."""
+    bounded = Requirement(K, True, frozenset({"1", "x", "9"}), 5, None)
+    assert reqs(bounded).add(bounded)[K] == bounded.intersection(bounded)
+    assert reqs(bounded).add(bounded)[K].values == frozenset({"9"})
+    finite = Requirement(K, False, frozenset({"7"}), 5, None)
+    assert reqs(finite).add(finite)[K] == Requirement(K, False, frozenset({"7"}))
+
+
+_values = st.frozensets(st.sampled_from(["1", "4", "7", "a", "b"]), max_size=3)
+_bound = st.none() | st.integers(0, 8)
+_reqs = st.builds(
+    Requirement, st.just(K), st.booleans(), _values, _bound, _bound, st.none() | st.integers(1, 3)
+)
+
+
+@given(_reqs, _reqs)
+def test_add_is_the_intersection(existing: Requirement, incoming: Requirement) -> None:
+    assert reqs(existing).add(incoming)[K] == incoming.intersection(existing)
+    assert reqs(incoming).add(incoming)[K] == incoming.intersection(incoming)
+    copy = dataclasses.replace(incoming)  # equal, not identical
+    assert reqs(incoming).add(copy)[K] == copy.intersection(incoming)
 
 
 def test_without_and_get_or_exists() -> None:

@@ -171,3 +171,35 @@ def test_fits_with_is_the_fit_of_the_sum(
     assert left.fits_with(right, available) == (left + right).fits(available)
     assert dict(left.items()) == {k: v for k, v in a.items() if v}
     assert all((k in left) == bool(a.get(k)) for k in ("cpu", "memory", "pods", "x"))
+
+
+_signed = st.dictionaries(st.sampled_from(["cpu", "memory", "pods", "nvidia.com/gpu"]), st.integers(-3, 3))
+
+
+@given(_signed, _signed)
+def test_arithmetic_results_equal_the_constructed_ones(a: dict[str, int], b: dict[str, int]) -> None:
+    """Sums, differences and maxima wrap their dict directly: zeros must still be dropped."""
+    left, right = Resources(a), Resources(b)
+    a, b = dict(left.items()), dict(right.items())
+    keys = set(a) | set(b)
+    expected = {
+        "add": Resources({k: a.get(k, 0) + b.get(k, 0) for k in keys}),
+        "sub": Resources({k: a.get(k, 0) - b.get(k, 0) for k in keys}),
+        "max": Resources({**a, **{k: v for k, v in b.items() if v > a.get(k, 0)}}),
+        "total": Resources({k: a.get(k, 0) + b.get(k, 0) for k in keys}),
+    }
+    got = {"add": left + right, "sub": left - right, "max": left.max(right), "total": resources.total([a, b])}
+    for name, value in got.items():
+        assert value == expected[name], name
+        assert dict(value.items()) == dict(expected[name].items()), name  # no zero entries
+        assert hash(value) == hash(expected[name]), name
+    assert len(left - left) == 0
+
+
+@given(_amounts, _amounts, _amounts)
+def test_fits_reads_resources_and_plain_mappings_alike(
+    a: dict[str, int], b: dict[str, int], available: dict[str, int]
+) -> None:
+    left, right, avail = Resources(a), Resources(b), Resources(available)
+    assert left.fits(avail) == left.fits(available) == all(v <= available.get(k, 0) for k, v in a.items())
+    assert left.fits_with(right, avail) == left.fits_with(right, available) == (left + right).fits(available)

@@ -40,7 +40,19 @@ FAST_FILTER = True  # False: narrow options with the reference ``filter_instance
 
 
 class Unfit(Exception):
-    """The pod cannot join this node or NodeClaim; the message says why (built lazily)."""
+    """The pod cannot join this node or NodeClaim; the message says why (built lazily).
+
+    Raised about a million times in a busy hour, so the defaults are class attributes and only
+    other values are set (``BaseException.__new__`` already did the rest of the set-up)."""
+
+    # a topology failure: (key, node domains); any place with the same domains for that key
+    # fails the same pod until a count changes
+    domains: tuple[str, Requirement] | None = None
+    # monotone: this place will reject every pod with the same signature (and, when
+    # ``resources``, the same requests) for the rest of the solve: taints, host ports,
+    # requirement conflicts, used resources and anti-affinity counts only tighten.
+    monotone: bool = False
+    resources: bool = False
 
     def __init__(
         self,
@@ -50,16 +62,13 @@ class Unfit(Exception):
         resources: bool = False,
         domains: tuple[str, Requirement] | None = None,
     ) -> None:
-        super().__init__()
         self._why = why
-        # a topology failure: (key, node domains); any place with the same domains for that key
-        # fails the same pod until a count changes
-        self.domains = domains
-        # monotone: this place will reject every pod with the same signature (and, when
-        # ``resources``, the same requests) for the rest of the solve: taints, host ports,
-        # requirement conflicts, used resources and anti-affinity counts only tighten.
-        self.monotone = monotone
-        self.resources = resources
+        if domains is not None:
+            self.domains = domains
+        if monotone:
+            self.monotone = True
+        if resources:
+            self.resources = True
 
     def __str__(self) -> str:
         if callable(self._why):
@@ -225,6 +234,8 @@ class ClaimInProgress:
     _types: list[InstanceType] | None = None
     _zones: tuple[Requirement | None, Requirement] | None = None
     domain_memo: dict[tuple[str, int], tuple[object, ...]] = field(default_factory=dict)
+    # (claim requests, pod requests, their sum) of the last ``can_add``: ``add`` follows it
+    _sum: tuple[Resources, Resources, Resources] | None = None
 
     @classmethod
     def open(
@@ -291,6 +302,7 @@ class ClaimInProgress:
                 )
             reqs = reqs.union_with(topo)
         requests = self.requests + data.requests
+        self._sum = (self.requests, data.requests, requests)
         options = self._narrow(reqs, requests, pod.host_ports)
         if len(options) == 0:
             current, daemon, index = self.instance_types, self.template.daemon, self.index
@@ -334,8 +346,7 @@ class ClaimInProgress:
     def _reachable_zones(self, capacity_type: Requirement | None) -> Requirement:
         cached = self._zones
         if cached is None or cached[0] != capacity_type:
-            zones = self.index.zones_of(self.options, capacity_type)
-            cached = (capacity_type, Requirement(labels.ZONE, False, zones))
+            cached = (capacity_type, self.index.zone_requirement(self.options, capacity_type))
             self._zones = cached
         return cached[1]
 
@@ -360,7 +371,12 @@ class ClaimInProgress:
             self.options = options
             self._types = None
             self._zones = None
-        self.requests = self.requests + data.requests
+        last = self._sum
+        if last is not None and last[0] is self.requests and last[1] is data.requests:
+            self.requests = last[2]
+        else:
+            self.requests = self.requests + data.requests
+        self._sum = None
         self.requirements = reqs
         self.domain_memo.clear()
         self.topology.register(labels.HOSTNAME, self.hostname)

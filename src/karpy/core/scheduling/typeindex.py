@@ -7,8 +7,10 @@ indices into it. ``narrow`` gives exactly what :func:`~karpy.core.scheduling.nod
 filter_instance_types` keeps (same types, same order): a type is kept when the summed requests
 plus its overhead fit, its requirements overlap the claim's key by key (an AND of per-(key,
 requirement) masks, memoized), and it has an available offering the claim's zone and capacity
-type allow (memoized per pair). ``cheapest`` and ``order_by_price`` give the cheapest compatible
-offering price per type and upstream's price order (price, then name). Pure: no I/O.
+type allow (memoized per pair); whole answers are memoized by value, as the index is shared
+by the solves of a disruption pass (cache.py). ``cheapest`` and ``order_by_price`` give the
+cheapest compatible offering price per type and upstream's price order (price, then name).
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ Options = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 _LIMIT = 1 << 62
 _MEMO_MAX = 4096
+_NARROW_MAX = 16384
 
 
 def _req_mask(per_type: Sequence[Requirement | None], req: Requirement) -> Mask:
@@ -56,6 +59,7 @@ class TypeIndex:
         n = len(self.types)
         self.n = n
         self.all: Options = np.arange(n, dtype=np.intp)
+        self.all.flags.writeable = False  # shared by every claim of every solve (see ``narrow``)
         names: dict[str, None] = {}
         for it in self.types:
             names.update(dict.fromkeys(it.allocatable))
@@ -93,6 +97,7 @@ class TypeIndex:
                 keys.setdefault(key, [None] * n)[i] = req
         self.by_key = keys
         self._req_masks: dict[tuple[str, Requirement], Mask] = {}
+        self._narrowed: dict[tuple[bytes, Requirements, Resources], Options] = {}
         off_type: list[int] = []
         off_zone: list[str] = []
         off_ct: list[str] = []
@@ -114,6 +119,7 @@ class TypeIndex:
         self.off_price = np.array(off_price, dtype=np.float64)
         self._offered: dict[tuple[Requirement | None, Requirement | None], tuple[Mask, Mask]] = {}
         self._zone_bits: dict[Requirement | None, npt.NDArray[Any]] = {}
+        self._zone_reqs: dict[tuple[bytes, Requirement | None], Requirement] = {}
         self._prices: dict[tuple[Requirement | None, Requirement | None], npt.NDArray[np.float64]] = {}
         rank = sorted(range(n), key=lambda i: self.types[i].name)
         self.name_rank = np.empty(n, dtype=np.intp)
@@ -173,7 +179,23 @@ class TypeIndex:
         return fits
 
     def narrow(self, options: Options, reqs: Requirements, requests: Resources) -> Options:
-        """The options kept by the instance-type filter, in order (see the module docstring)."""
+        """The options kept by the instance-type filter, in order (see the module docstring).
+
+        Memoized (the solves of a disruption pass pack the same pods into claims with equal
+        requirements, and the index is shared between them); a memoized result is read-only.
+        When every option is kept, ``options`` itself is returned (callers keep what they
+        derived from it)."""
+        key = (options.tobytes(), reqs, requests)
+        kept = self._narrowed.get(key)
+        if kept is None:
+            kept = self._narrow(options, reqs, requests)
+            kept.flags.writeable = False
+            if len(self._narrowed) >= _NARROW_MAX:  # shared between solves (cache.py): bounded
+                self._narrowed.clear()
+            self._narrowed[key] = kept
+        return options if len(kept) == len(options) else kept
+
+    def _narrow(self, options: Options, reqs: Requirements, requests: Resources) -> Options:
         keep = self.fits_mask(options, requests)
         mask = self.requirement_mask(reqs)
         if mask is not None:
@@ -203,8 +225,8 @@ class TypeIndex:
         chosen = np.zeros(self.n, dtype=np.bool_)
         chosen[options] = True
         hits = per_offering & chosen[self.off_type]
-        codes = np.unique(self.off_ct[hits])
-        return [self.capacity_types[int(c)] for c in codes]
+        codes = sorted(set(self.off_ct[hits].tolist()))  # np.unique is slow on a few items
+        return [self.capacity_types[c] for c in codes]
 
     def zones_of(self, options: Options, capacity_type: Requirement | None) -> frozenset[str]:
         """Zones of the available offerings of ``options`` with an allowed capacity type."""
@@ -223,14 +245,23 @@ class TypeIndex:
         union = int(np.bitwise_or.reduce(bits[options])) if len(options) else 0
         return frozenset(zone for i, zone in enumerate(self.zones) if union >> i & 1)
 
+    def zone_requirement(self, options: Options, capacity_type: Requirement | None) -> Requirement:
+        """``In`` the :meth:`zones_of` ``options``, one shared object per distinct answer (claims
+        whose zone requirement is that object merge it without an intersection)."""
+        key = (options.tobytes(), capacity_type)
+        req = self._zone_reqs.get(key)
+        if req is None:
+            req = Requirement(labels.ZONE, False, self.zones_of(options, capacity_type))
+            if len(self._zone_reqs) >= _MEMO_MAX:  # shared between solves (cache.py): bounded
+                self._zone_reqs.clear()
+            self._zone_reqs[key] = req
+        return req
+
     def overheads(self, options: Options) -> list[DaemonOverhead]:
         """The distinct DaemonSet overheads of ``options``, in order of first appearance."""
-        codes = self.overhead_class[options]
-        codes = codes[codes >= 0]
-        if len(codes) == 0:
-            return []
-        _, first = np.unique(codes, return_index=True)
-        return [self._overhead_of[int(codes[i])] for i in sorted(first.tolist())]
+        # a few dozen options at most: plain Python beats np.unique here
+        first = dict.fromkeys(c for c in self.overhead_class[options].tolist() if c >= 0)
+        return [self._overhead_of[c] for c in first]
 
     def select(self, options: Options) -> list[InstanceType]:
         types = self.types
