@@ -228,10 +228,11 @@ class ExistingNode:
         return None
 
     def known_unfit(self, pod: Pod, data: PodData, kind: int) -> Unfit | None:
-        """What :meth:`can_add` raises before topology, for a node no pod has joined yet in this
-        solve (remembered per ``kind``, :func:`pod_kind`, across solves); None when there is no
-        objection before topology or the node has taken pods (ask :meth:`can_add`). The Unfit
-        returned is shared: read it, never raise it (a raise would keep the frame alive)."""
+        """What :meth:`can_add` raises before topology: the consolidateAfter window of this solve,
+        else, for a node no pod has joined yet in this solve, the verdict remembered per ``kind``
+        (:func:`pod_kind`) across solves. None when there is no objection before topology or the
+        node has taken pods (ask :meth:`can_add`). The Unfit returned is shared: read it, never
+        raise it (a raise would tie the solve's frames to it)."""
         if self.under_consolidate_after and pod.node_name:
             return _IN_WINDOW_UNFIT
         if self.pods:
