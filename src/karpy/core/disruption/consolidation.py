@@ -17,14 +17,16 @@ savings.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from karpy.core import scheduling
 from karpy.core.disruption import candidates as cand_mod
+from karpy.core.disruption import room
 from karpy.core.disruption.types import UNDERUTILIZED, Candidate, Command
-from karpy.core.scheduling.cache import IdentityCache, by_identity, domain_key_of
+from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity, domain_key_of
 from karpy.core.scheduling.nodeclaim import min_values_shortfall, order_by_price
 from karpy.core.scheduling.results import STOP_POOL, PlannedClaim, Results, StopWhen
 from karpy.core.snapshot import Snapshot
@@ -56,6 +58,30 @@ MIN_SAVINGS_ANNOTATION = "karpy.sh/min-savings"
 class Simulation:
     results: Results
     stranded: tuple[str, ...]  # why some moved pods found no place (empty = all placed)
+    nowhere: room.Nowhere | None = None  # the solve was skipped: this moved pod fits no other node
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What every solve of a pass over one snapshot starts from."""
+
+    pending: tuple[Pod, ...]
+    deleting: tuple[tuple[str, tuple[Pod, ...]], ...]  # deleting nodes, with their reschedulable pods
+
+
+# Per (pods, nodes) of a snapshot: the solves of one pass differ only by their candidates.
+_SHARED: IdentityCache[_Shared] = IdentityCache(4)
+
+
+def _shared(snapshot: Snapshot) -> _Shared:
+    deleting = tuple(
+        (n.name, tuple(p for p in n.pods if cand_mod.reschedulable(p)))
+        for n in snapshot.nodes
+        if n.marked_for_deletion
+        or (n.node is not None and n.node.deleting)
+        or (n.claim is not None and n.claim.deleting)
+    )
+    return _Shared(snapshot.pending_pods(), deleting)
 
 
 def simulate(
@@ -67,24 +93,21 @@ def simulate(
 ) -> Simulation:
     """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes.
 
-    ``stop`` (given the pods to place) may end the solve early; see ``Results.stopped``.
+    ``stop`` (given the pods to place) may end the solve early; see ``Results.stopped``. With a
+    stop, a consolidation solve whose answer :func:`karpy.core.disruption.room.unplaceable`
+    already knows is not run: ``nowhere`` says why, and the results are empty.
     """
     names = {c.name for c in chosen}
-    deleting = [
-        n
-        for n in snapshot.nodes
-        if n.name not in names
-        and (
-            n.marked_for_deletion
-            or (n.node is not None and n.node.deleting)
-            or (n.claim is not None and n.claim.deleting)
-        )
-    ]
+    shared = _SHARED.get((by_identity(snapshot.pods), by_identity(snapshot.nodes)), lambda: _shared(snapshot))
     moved = [p for c in chosen for p in c.reschedulable]
-    from_deleting = [p for n in deleting for p in n.pods if cand_mod.reschedulable(p)]
+    from_deleting = [p for name, pods in shared.deleting if name not in names for p in pods]
     reduced = dataclasses.replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in names))
-    pods = [*snapshot.pending_pods(), *moved, *from_deleting]
+    pods = [*shared.pending, *moved, *from_deleting]
     when = stop(pods) if stop is not None else None
+    if when is not None and consolidation:
+        nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
+        if nowhere is not None:
+            return Simulation(Results((), {}, (), {}), (), nowhere)
     results = scheduling.solve(reduced, pods, consolidation=consolidation, stop=when)
     if results.stopped:
         return Simulation(results, ())
@@ -106,6 +129,17 @@ _SPOT_GATE_NEW_NODE = "would need a new node, and " + _SPOT_GATE
 _POOL_FACTS: IdentityCache[tuple[bool, frozenset[str]]] = IdentityCache()
 # Per bound-pod tuple: whether a bound pod's required anti-affinity is keyed on capacity type.
 _BOUND_CT_ANTI: IdentityCache[bool] = IdentityCache(4)
+# Per pod object: whether it names the capacity-type key (asked for every pod of every solve).
+_MENTIONS_CT: ObjectMemo[bool] = ObjectMemo(16384)
+
+
+def _nowhere_reason(nowhere: room.Nowhere) -> str:
+    then = f"would need a new node, and {_SPOT_GATE}" if nowhere.new_node else "no NodePool can take it"
+    return (
+        f"pods would not all fit elsewhere: {nowhere.pod} fits on none of the {nowhere.others} other "
+        f"nodes ({nowhere.in_window} inside their consolidateAfter window, the rest too full or "
+        f"tainted); it {then}"
+    )
 
 
 def _stop_when(snapshot: Snapshot, pods: Sequence[Pod], spot_gate: bool) -> StopWhen | None:
@@ -126,7 +160,7 @@ def _stop_when(snapshot: Snapshot, pods: Sequence[Pod], spot_gate: bool) -> Stop
     if (
         not spot_gate
         or not spot_pools
-        or any(_mentions_capacity_type(p) for p in pods)
+        or any(_MENTIONS_CT.get(p, functools.partial(_mentions_capacity_type, p)) for p in pods)
         or _BOUND_CT_ANTI.get(
             (by_identity(snapshot.pods),),
             lambda: any(
@@ -237,6 +271,8 @@ def compute(
         stop=lambda pods: _stop_when(snapshot, pods, spot_gate),
     )
     names = tuple(c.name for c in chosen)
+    if sim.nowhere is not None:
+        return None, _nowhere_reason(sim.nowhere)
     if sim.results.stopped == STOP_POOL:
         return None, _SPOT_GATE_NEW_NODE
     if sim.results.stopped:

@@ -32,7 +32,15 @@ from karpy.model.requirements import Requirement, Requirements
 from karpy.model.resources import Resources, total
 from karpy.model.taints import Taint, first_untolerated
 
-__all__ = ["EPHEMERAL_TAINT_KEYS", "ExistingNode", "in_consolidate_window", "pod_kind", "scheduling_taints"]
+__all__ = [
+    "EPHEMERAL_TAINT_KEYS",
+    "ExistingNode",
+    "NodeBase",
+    "in_consolidate_window",
+    "node_base",
+    "pod_kind",
+    "scheduling_taints",
+]
 
 EPHEMERAL_TAINT_KEYS = frozenset(
     {
@@ -59,7 +67,7 @@ def scheduling_taints(node: StateNode) -> tuple[Taint, ...]:
     return taints
 
 
-class _Base:
+class NodeBase:
     """What an existing node contributes before any pod is placed: a pure function of the (frozen)
     StateNode and the DaemonSets, shared by the many solves of a disruption pass.
 
@@ -96,7 +104,17 @@ class _Base:
         self.verdicts: dict[int, Unfit | None] = {}
 
 
-_BASES: ObjectMemo[_Base] = ObjectMemo(8192)
+_BASES: ObjectMemo[NodeBase] = ObjectMemo(8192)
+
+
+def node_base(state: StateNode, daemonsets: tuple[DaemonSet, ...]) -> NodeBase:
+    """The (shared) :class:`NodeBase` of ``state`` with ``daemonsets``."""
+    found = _BASES.get(
+        state, functools.partial(NodeBase, state, daemonsets), check=lambda b: b.daemonsets == daemonsets
+    )
+    return found
+
+
 MAX_VERDICTS = 64  # pod kinds remembered per node (cleared at once when full)
 
 # A number per distinct pod kind, never reused (a cleared table hands out new ones, so the
@@ -127,7 +145,7 @@ def in_consolidate_window(since: float | None, after: float | None, now: float) 
 @dataclass(slots=True)
 class ExistingNode:
     state: StateNode
-    base: _Base
+    base: NodeBase
     taints: tuple[Taint, ...]
     available: Resources
     requests: Resources
@@ -153,12 +171,12 @@ class ExistingNode:
         node inside its window takes no running pods)."""
         ds = tuple(daemonsets)
 
-        def same(base: _Base) -> bool:
+        def same(base: NodeBase) -> bool:
             return base.daemonsets == ds
 
         out = []
         for state in states:
-            base = _BASES.get(state, functools.partial(_Base, state, ds), check=same)
+            base = _BASES.get(state, functools.partial(NodeBase, state, ds), check=same)
             topology.register(labels.HOSTNAME, state.name)
             window = windows.get(base.node_pool) if windows is not None else None
             under = in_consolidate_window(base.since, window, now)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from karpy.core.scheduling.cache import ObjectMemo
 from karpy.model import labels
 from karpy.model.objects import Pod
 from karpy.model.requirements import Requirements
@@ -29,12 +30,20 @@ class PodData:
     signature: tuple[object, ...] = ()  # see :func:`signature`
 
 
+# Per pod object (frozen): asked for every pod of every solve, and by the topology as well.
+_SIGNATURES: ObjectMemo[tuple[object, ...]] = ObjectMemo(16384)
+
+
 def signature(pod: Pod) -> tuple[object, ...]:
     """Everything of a pending pod's spec that scheduling reads, except its requests.
 
     Two pods with equal signatures derive the same requirements, tolerate the same taints,
     use the same host ports, own the same topology groups and are selected by the same ones.
     """
+    return _SIGNATURES.get(pod, lambda: _signature(pod))
+
+
+def _signature(pod: Pod) -> tuple[object, ...]:
     return (
         pod.namespace,
         tuple(sorted(pod.labels.items())),

@@ -320,7 +320,7 @@ class Topology:
         self._by_key: dict[str, list[TopologyGroup]] = {}  # groups and inverse groups per key
         self._serial: dict[int, int] = {}  # id(group) -> position in self.groups
         self._selecting: dict[object, tuple[int, int, list[TopologyGroup], list[TopologyGroup]]] = {}
-        self._spec_groups: dict[tuple[object, ...], tuple[list[object], list[object]]] = {}
+        self._spec_groups: dict[tuple[object, ...], tuple[list[TopologyGroup], list[object]]] = {}
         # next_domains per (group, pod object, pod domains, node domains) while no count changes
         self._memo: dict[tuple[int, int, Requirement, Requirement], Requirement] = {}
         self._node_reqs: dict[str, Requirements] = {}
@@ -420,19 +420,17 @@ class Topology:
             group.owners.discard(uid)
         spec = signature(pod)
         known = self._spec_groups.get(spec)
-        owned_keys: list[object]
         if known is not None:
-            # A pod with this spec was registered before: its groups (by hash) exist already.
-            owned_keys, inverse_keys = known
+            # A pod with this spec was registered before: its groups exist already, and so does
+            # its list of them (never mutated: _owned entries are replaced, not changed).
+            owned, inverse_keys = known
             for key in inverse_keys:
                 self._own_inverse(uid, self.inverse[key])
-            owned = [self.groups[key] for key in owned_keys]
         else:
             inverse_keys = []
             if pod.anti_affinity or (self._respect and pod.anti_affinity_preferred):
                 inverse_keys = self._track_inverse(pod, None)
-            owned_keys = []
-            owned = []
+            found: dict[int, TopologyGroup] = {}
             for group in self._groups_for(pod):
                 key = self._hash(group)
                 existing = self.groups.get(key)
@@ -440,13 +438,12 @@ class Topology:
                     self._count(group)
                     self._insert(self.groups, key, group)
                     existing = group
-                owned_keys.append(key)
-                owned.append(existing)
-            self._spec_groups[spec] = (owned_keys, inverse_keys)
-        unique = {id(g): g for g in owned}
-        for group in unique.values():
+                found.setdefault(id(existing), existing)
+            owned = sorted(found.values(), key=lambda g: self._serial[id(g)])
+            self._spec_groups[spec] = (owned, inverse_keys)
+        for group in owned:
             group.owners.add(uid)
-        self._owned[uid] = sorted(unique.values(), key=lambda g: self._serial[id(g)])
+        self._owned[uid] = owned
 
     def _own_inverse(self, uid: str, group: TopologyGroup) -> None:
         if uid not in group.owners:

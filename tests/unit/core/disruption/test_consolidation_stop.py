@@ -10,6 +10,7 @@ NodePools with minValues.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,16 +22,18 @@ from test_methods import graceful
 import builders as b
 from karpy import settings as settings_mod
 from karpy.core import scheduling
-from karpy.core.disruption import compute, consolidation
+from karpy.core.disruption import compute, consolidation, room
 from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, StopWhen
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk
 from karpy.model.catalog import Offering
 from karpy.model.requirements import Requirement
+from karpy.model.taints import Taint, Toleration
 
 NOW = 1_000_000.0
 SPOT, OD = wk.CAPACITY_TYPE_SPOT, wk.CAPACITY_TYPE_ON_DEMAND
 STOPPED_AT_SPOT = "would need a new node, and " + consolidation._SPOT_GATE
+NOWHERE = "pods would not all fit elsewhere: "  # and no solve ran (karpy.core.disruption.room)
 SMALL = b.instance_type("small", cpu="2", memory="2Gi")
 LARGE = b.instance_type("large", cpu="8", memory="8Gi")
 
@@ -76,7 +79,12 @@ def test_a_solve_stops_at_the_new_claim_its_caller_named() -> None:
 
 
 def test_a_spot_node_whose_pods_need_a_spot_capable_node_stops_at_the_first_claim() -> None:
-    snap = spot_snapshot([b.running_pod("a", "s1", cpu="1500m"), b.running_pod("b", "s2", cpu="1500m")])
+    web = {"app": "web"}
+    anti = [b.anti_affinity_term(web)]  # room on s2, but not for a second web pod
+    pods = [
+        b.running_pod(n, f"s{i}", cpu="500m", labels=web, anti_affinity=anti) for i, n in ((1, "a"), (2, "b"))
+    ]
+    snap = spot_snapshot(pods)
     [s1, _s2] = graceful(snap)
     when = consolidation._stop_when(snap, s1.reschedulable, True)
     assert when == StopWhen(1, frozenset({"default"}))
@@ -85,6 +93,77 @@ def test_a_spot_node_whose_pods_need_a_spot_capable_node_stops_at_the_first_clai
     assert why == STOPPED_AT_SPOT
     with full_solves():
         assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+
+
+# -- when no other node can take a moved pod: no solve at all ------------------------------------------
+
+
+def test_a_moved_pod_too_big_for_every_other_node_is_answered_without_a_solve() -> None:
+    snap = spot_snapshot([b.running_pod("a", "s1", cpu="1500m"), b.running_pod("b", "s2", cpu="1500m")])
+    s1 = next(c for c in graceful(snap) if c.name == "s1")
+    sim = consolidation.simulate(
+        snap, [s1], consolidation=True, stop=lambda pods: consolidation._stop_when(snap, pods, True)
+    )
+    assert sim.nowhere == room.Nowhere("default/a", 1, 0, True)
+    command, why = consolidation.compute(snap, [s1], method="test")
+    assert command is None
+    assert why == (
+        "pods would not all fit elsewhere: default/a fits on none of the 1 other nodes (0 inside their "
+        "consolidateAfter window, the rest too full or tainted); it would need a new node, and "
+        + consolidation._SPOT_GATE
+    )
+    with full_solves():
+        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+
+
+def test_nodes_inside_their_window_take_no_moved_pod_and_are_counted() -> None:
+    pool = b.disruption_pool(consolidate_after=300.0)
+    managed = [
+        b.managed_node(
+            "s1", instance_type=SMALL, capacity_type=SPOT, claim_overrides={"last_pod_event": NOW - 600}
+        ),
+        b.managed_node(
+            "s2", instance_type=LARGE, capacity_type=SPOT, claim_overrides={"last_pod_event": NOW - 60}
+        ),
+    ]
+    pods = [b.running_pod("a", "s1", cpu="500m"), b.running_pod("b", "s2", cpu="500m")]
+    snap = b.managed_snapshot(pools=[pool], types=[SMALL, LARGE], managed=managed, pods=pods, now=NOW)
+    [s1] = graceful_in_window(snap)
+    command, why = consolidation.compute(snap, [s1], method="test")
+    assert command is None
+    assert "fits on none of the 1 other nodes (1 inside their consolidateAfter window" in why
+    with full_solves():
+        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+
+
+def test_a_pool_that_could_replace_the_node_keeps_the_solve() -> None:
+    """An untainted on-demand NodePool could host a cheaper replacement: no shortcut."""
+    od = b.disruption_pool("od", requirements=[(wk.CAPACITY_TYPE, "In", [OD])])
+    batch = b.disruption_pool(
+        "batch", requirements=[(wk.CAPACITY_TYPE, "In", [OD])], taints=[Taint("tier", "NoSchedule", "batch")]
+    )
+    pods = [b.running_pod("a", "s1", cpu="1500m"), b.running_pod("b", "s2", cpu="1500m")]
+    for pools, shortcut in (([b.disruption_pool(), od], False), ([b.disruption_pool(), batch], True)):
+        snap = spot_snapshot(pods, pools=pools)
+        s1 = next(c for c in graceful(snap) if c.name == "s1")
+        when = consolidation._stop_when(snap, s1.reschedulable, True)
+        assert when is not None
+        found = room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
+        assert (found is not None) == shortcut, pools
+        with full_solves():
+            full, _ = consolidation.compute(snap, [s1], method="test")
+        assert consolidation.compute(snap, [s1], method="test")[0] == full
+
+
+def graceful_in_window(snap: Snapshot) -> list[Any]:
+    """The candidates outside their consolidateAfter window (as the pass filters them)."""
+    from karpy.core import lifecycle
+
+    return [
+        c
+        for c in graceful(snap)
+        if c.node.claim is not None and lifecycle.consolidatable(c.pool, c.node.claim, NOW)
+    ]
 
 
 def test_the_gate_never_stops_a_solve_whose_claim_could_be_on_demand() -> None:
@@ -166,10 +245,21 @@ def clusters(draw: st.DrawFn) -> Snapshot:
     capacity_types = st.sampled_from(
         [[], [(wk.CAPACITY_TYPE, "In", [SPOT, OD])], [(wk.CAPACITY_TYPE, "In", [SPOT])]]
     )
-    pools = [b.disruption_pool("main", weight=10, requirements=draw(capacity_types))]
+    window = draw(st.sampled_from([0.0, 0.0, 300.0]))  # consolidateAfter: nodes inside it take no moved pod
+    pools = [
+        b.disruption_pool("main", weight=10, requirements=draw(capacity_types), consolidate_after=window)
+    ]
     if draw(st.booleans()):
         od_weight = draw(st.sampled_from([0, 20]))
-        pools.append(b.disruption_pool("od", weight=od_weight, requirements=[(wk.CAPACITY_TYPE, "In", [OD])]))
+        tainted = draw(st.booleans())  # a tainted on-demand pool takes no moved pod: the shortcut holds
+        pools.append(
+            b.disruption_pool(
+                "od",
+                weight=od_weight,
+                requirements=[(wk.CAPACITY_TYPE, "In", [OD])],
+                taints=[Taint("tier", "NoSchedule", "batch")] if tainted else [],
+            )
+        )
     if draw(st.integers(0, 5)) == 0:
         family = Requirement(wk.INSTANCE_TYPE, False, frozenset(it.name for it in types), min_values=2)
         pools[0] = b.disruption_pool("main", weight=10, requirements=[family])
@@ -183,6 +273,7 @@ def clusters(draw: st.DrawFn) -> Snapshot:
                 instance_type=it,
                 zone=b.ZONES[0],
                 capacity_type=draw(st.sampled_from([SPOT, SPOT, OD])),
+                claim_overrides={"last_pod_event": draw(st.sampled_from([None, NOW - 60, NOW - 600]))},
             )
         )
         free = int(it.allocatable.get("cpu") * 1000)
@@ -234,4 +325,86 @@ def test_every_single_node_option_is_the_same_with_and_without_the_stop(snap: Sn
             full, full_why = consolidation.compute(snap, [candidate], method="test")
         assert stopped == full
         if why != full_why:  # a stopped solve gives its own reason; otherwise the reasons are equal
-            assert why in ("would need more than one new node", STOPPED_AT_SPOT)
+            assert why in ("would need more than one new node", STOPPED_AT_SPOT) or why.startswith(NOWHERE), (
+                why
+            )
+
+
+# -- the shortcut of karpy.core.disruption.room on clusters built for it -------------------------------
+
+
+def shortcut_cluster(rng: random.Random) -> Snapshot:
+    """Spot nodes, some full, some inside their consolidateAfter window; NodePools that allow spot
+    everywhere, beside an on-demand one that is tainted or not (the shortcut must hold off then)."""
+    types = [
+        b.instance_type(
+            name,
+            cpu=cpu,
+            memory=f"{cpu}Gi",
+            offerings=[
+                Offering(zone, ct, price * (rng.choice([0.3, 0.5]) if ct == SPOT else 1.0))
+                for zone in b.ZONES[:2]
+                for ct in (SPOT, OD)
+            ],
+        )
+        for name, cpu, price in (("t2", "2", 0.2), ("t4", "4", 0.4), ("t8", "8", 0.8))
+    ]
+    window = rng.choice([0.0, 300.0])
+    pools = [b.disruption_pool("main", weight=10, consolidate_after=window)]
+    if rng.random() < 0.5:
+        taints = [Taint("tier", "NoSchedule", "batch")] if rng.random() < 0.6 else []
+        pools.append(
+            b.disruption_pool(
+                "od", weight=rng.choice([0, 20]), requirements=[(wk.CAPACITY_TYPE, "In", [OD])], taints=taints
+            )
+        )
+    tolerate = [Toleration("tier", "Equal", "batch", "NoSchedule")] if rng.random() < 0.2 else []
+    managed, pods = [], []
+    for i in range(rng.randint(2, 5)):
+        it = rng.choice(types)
+        managed.append(
+            b.managed_node(
+                f"n{i}",
+                pool="main",
+                instance_type=it,
+                zone=rng.choice(b.ZONES[:2]),
+                capacity_type=rng.choice([SPOT, SPOT, SPOT, OD]),
+                claim_overrides={"last_pod_event": rng.choice([None, NOW - 60, NOW - 600])},
+            )
+        )
+        free = int(it.allocatable.get("cpu") * 1000) - 200
+        for j in range(rng.randint(1, 4)):
+            milli = rng.choice([250, 500, 1000, 1500, 3000])
+            if milli > free:
+                break
+            free -= milli
+            pods.append(
+                b.running_pod(
+                    f"n{i}-p{j}", f"n{i}", cpu=f"{milli}m", memory="128Mi", started=NOW, tolerations=tolerate
+                )
+            )
+    return b.managed_snapshot(pools=pools, types=types, managed=managed, pods=pods, now=NOW)
+
+
+def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> None:
+    fired = []
+    unplaceable = room.unplaceable
+
+    def counted(*args: Any) -> room.Nowhere | None:
+        found = unplaceable(*args)
+        fired.append(found is not None)
+        return found
+
+    monkeypatch.setattr(room, "unplaceable", counted)
+    rng = random.Random(7)
+    for _ in range(150):
+        snap = shortcut_cluster(rng)
+        for candidate in graceful(snap):
+            quick, why = consolidation.compute(snap, [candidate], method="test")
+            with full_solves():
+                full, _ = consolidation.compute(snap, [candidate], method="test")
+            assert quick == full, why
+        decided = compute(snap, NOW)
+        with full_solves():
+            assert compute(snap, NOW).command == decided.command
+    assert sum(fired) >= 40 and len(fired) - sum(fired) >= 40, (sum(fired), len(fired))
