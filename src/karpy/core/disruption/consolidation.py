@@ -295,7 +295,8 @@ def compute(
     ct = claim.requirements.get(labels.CAPACITY_TYPE)
     all_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen)
     reqs = claim.requirements
-    if all_spot and (ct is None or ct.has(labels.CAPACITY_TYPE_SPOT)):
+    spot_to_spot = all_spot and (ct is None or ct.has(labels.CAPACITY_TYPE_SPOT))
+    if spot_to_spot:
         if not snapshot.settings.features.spot_to_spot_consolidation:
             return None, _SPOT_GATE
         reqs = reqs.add(Requirement.in_(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_SPOT))
@@ -304,7 +305,7 @@ def compute(
         return None, "cheaper options do not meet minValues"
     if not cheaper:
         return None, f"no replacement is cheaper than ${price:.4f}/h"
-    if all_spot and len(chosen) == 1:
+    if spot_to_spot and len(chosen) == 1:  # spot to on-demand has no such rule (upstream)
         if len(cheaper) < SPOT_TO_SPOT_MIN_TYPES:
             return None, (
                 f"spot-to-spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot options, found {len(cheaper)}"

@@ -200,6 +200,29 @@ def test_spot_nodes_whose_pods_prefer_on_demand_still_move_to_a_cheaper_on_deman
         assert consolidation.compute(snap, chosen, method="test") == (command, "")
 
 
+def test_one_spot_node_moves_to_a_cheaper_on_demand_node_without_the_spot_to_spot_rule() -> None:
+    """The 15-cheaper-types rule is spot-to-spot's only: a replacement that cannot be spot skips it."""
+    big = b.instance_type(
+        "big",
+        cpu="8",
+        memory="8Gi",
+        offerings=[*(Offering(z, SPOT, 1.0) for z in b.ZONES), *(Offering(z, OD, 1.6) for z in b.ZONES)],
+    )
+    prefers_od = [(1, [(wk.CAPACITY_TYPE, "In", [OD])])]
+    managed = [b.managed_node("s1", instance_type=big, capacity_type=SPOT)]
+    pods = [b.running_pod("p", "s1", cpu="500m", preferred_terms=prefers_od)]
+    snap = b.managed_snapshot(
+        pools=[b.disruption_pool()], types=[SMALL, big], managed=managed, pods=pods, now=NOW
+    )
+    command, why = consolidation.compute(snap, graceful(snap), method="test")
+    assert command is not None and command.decision == "replace", why
+    [replacement] = command.replacements
+    assert [it.name for it in replacement.instance_types] == ["small"]
+    assert replacement.requirements.get(wk.CAPACITY_TYPE).values == {OD}
+    with full_solves():
+        assert consolidation.compute(snap, graceful(snap), method="test") == (command, "")
+
+
 def test_min_values_turn_the_stop_off() -> None:
     family = Requirement(wk.INSTANCE_TYPE, False, frozenset({"small", "large"}), min_values=2)
     snap = spot_snapshot([b.running_pod("a", "s1")], pools=[b.disruption_pool(requirements=[family])])
