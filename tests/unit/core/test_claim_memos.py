@@ -19,6 +19,7 @@ from test_scheduling_perf_equivalence import digest, scenarios
 import builders as b
 from karpy.core.scheduling import nodeclaim, scheduler, typeindex
 from karpy.core.scheduling.daemons import DaemonOverhead
+from karpy.core.scheduling.limits import within_limits
 from karpy.core.scheduling.nodeclaim import ClaimInProgress, Unfit
 from karpy.core.scheduling.typeindex import Options, TypeIndex
 from karpy.core.snapshot import Snapshot
@@ -214,3 +215,22 @@ def test_unfit_defaults() -> None:
     full = Unfit(lambda: "lazy", monotone=True, resources=True, domains=(wk.ZONE, zone))
     assert (str(full), full.monotone, full.resources, full.domains) == ("lazy", True, True, (wk.ZONE, zone))
     assert not Unfit("again").monotone  # defaults live on the class and were not changed
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(
+    catalogs(),
+    st.lists(st.tuples(st.sampled_from(["cpu", "memory", "pods", "nodes"]), st.integers(-1, 8)), max_size=4),
+)
+def test_within_limits_memo_equals_the_per_type_check(
+    catalog: Catalog, limits: list[tuple[str, int]]
+) -> None:
+    types, daemon = catalog
+    index = TypeIndex(types, daemon)
+    scale = {"cpu": 1000, "memory": 1 << 30, "pods": 1, "nodes": 1}
+    remaining = {name: left * scale[name] for name, left in limits}
+    for _ in range(2):  # the second answer comes from the memo
+        found = index.within(dict(remaining))
+        want = [i for i, it in enumerate(types) if within_limits(it, remaining)]
+        assert found.tolist() == want
+        assert not found.flags.writeable  # shared by the claims of every solve

@@ -69,8 +69,8 @@ class _Shared:
     deleting: tuple[tuple[str, tuple[Pod, ...]], ...]  # deleting nodes, with their reschedulable pods
 
 
-# Per (pods, nodes) of a snapshot: the solves of one pass differ only by their candidates.
-_SHARED: IdentityCache[_Shared] = IdentityCache(4)
+# Per snapshot object: the solves of one pass differ only by their candidates.
+_SHARED: ObjectMemo[_Shared] = ObjectMemo(4)
 
 
 def _shared(snapshot: Snapshot) -> _Shared:
@@ -98,7 +98,7 @@ def simulate(
     already knows is not run: ``nowhere`` says why, and the results are empty.
     """
     names = {c.name for c in chosen}
-    shared = _SHARED.get((by_identity(snapshot.pods), by_identity(snapshot.nodes)), lambda: _shared(snapshot))
+    shared = _SHARED.get(snapshot, lambda: _shared(snapshot))
     moved = [p for c in chosen for p in c.reschedulable]
     from_deleting = [p for name, pods in shared.deleting if name not in names for p in pods]
     reduced = dataclasses.replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in names))

@@ -8,8 +8,8 @@ moved pod that every other node refuses for such a reason can only end in a new 
 stay unplaced. When, besides, every NodePool the pod could open a NodeClaim in is one whose
 first claim stops the solve (``StopWhen.any_claim_of``, the spot-to-spot gate), the answer
 of ``consolidation.compute`` is certainly None, and :func:`unplaceable` says so without the
-solve. The solves of a pass share one :class:`_PassRoom` (per snapshot nodes, DaemonSets,
-NodePools and time), which remembers per pod kind the nodes with room.
+solve. The solves of a pass share one :class:`_PassRoom` (per snapshot object), which
+remembers per pod kind the nodes with room.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from karpy.core.scheduling.cache import IdentityCache, by_identity
+from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.existing import NodeBase, in_consolidate_window, node_base
 from karpy.core.scheduling.podinfo import pod_requests
 from karpy.core.scheduling.results import StopWhen
@@ -80,7 +80,7 @@ class _PassRoom:
         return found
 
 
-_ROOMS: IdentityCache[_PassRoom] = IdentityCache(4)
+_ROOMS: ObjectMemo[_PassRoom] = ObjectMemo(4)  # per snapshot object: the solves of one pass
 
 
 def _pass_room(snapshot: Snapshot) -> _PassRoom:
@@ -122,10 +122,4 @@ def unplaceable(
 
 
 def _pass_room_of(snapshot: Snapshot) -> _PassRoom:
-    key = (
-        by_identity(snapshot.nodes),
-        by_identity(snapshot.daemonsets),
-        by_identity(snapshot.node_pools),
-        snapshot.now,
-    )
-    return _ROOMS.get(key, lambda: _pass_room(snapshot))
+    return _ROOMS.get(snapshot, lambda: _pass_room(snapshot))

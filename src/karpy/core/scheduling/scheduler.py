@@ -31,7 +31,7 @@ from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_k
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import ExistingNode, pod_kind
 from karpy.core.scheduling.finalize import Finalizer
-from karpy.core.scheduling.limits import max_capacity, pool_usages, within_limits
+from karpy.core.scheduling.limits import max_capacity, pool_usages
 from karpy.core.scheduling.nodeclaim import (
     ClaimInProgress,
     Template,
@@ -382,10 +382,7 @@ class _Solver:
                 continue
             index = template.index
             assert index is not None
-            if remaining is None:
-                options = index.all
-            else:
-                options = index.all[[within_limits(it, remaining) for it in index.types]]
+            options = index.all if remaining is None else index.within(remaining)
             if not template.instance_types:
                 reasons[where] = "no instance type is compatible with the NodePool's requirements"
                 continue

@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from karpy.core.scheduling.daemons import DaemonOverhead
+from karpy.core.scheduling.limits import within_limits
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.requirements import NEGATIVE_OPERATORS, Requirement, Requirements, pair_overlaps
@@ -98,6 +99,7 @@ class TypeIndex:
         self.by_key = keys
         self._req_masks: dict[tuple[str, Requirement], Mask] = {}
         self._narrowed: dict[tuple[bytes, Requirements, Resources], Options] = {}
+        self._within: dict[tuple[tuple[str, int], ...], Options] = {}
         off_type: list[int] = []
         off_zone: list[str] = []
         off_ct: list[str] = []
@@ -262,6 +264,20 @@ class TypeIndex:
         # a few dozen options at most: plain Python beats np.unique here
         first = dict.fromkeys(c for c in self.overhead_class[options].tolist() if c >= 0)
         return [self._overhead_of[c] for c in first]
+
+    def within(self, remaining: dict[str, int]) -> Options:
+        """The types whose capacity fits a NodePool's ``remaining`` limits
+        (:func:`~karpy.core.scheduling.limits.within_limits`), memoized by value: every solve of
+        a disruption pass asks with the same remainder. Read-only, like ``all``."""
+        key = tuple(remaining.items())
+        found = self._within.get(key)
+        if found is None:
+            found = self.all[[within_limits(it, remaining) for it in self.types]]
+            found.flags.writeable = False
+            if len(self._within) >= _MEMO_MAX:
+                self._within.clear()
+            self._within[key] = found
+        return found
 
     def select(self, options: Options) -> list[InstanceType]:
         types = self.types
