@@ -101,19 +101,20 @@ def simulate(
     shared = _SHARED.get(snapshot, lambda: _shared(snapshot))
     moved = [p for c in chosen for p in c.reschedulable]
     from_deleting = [p for name, pods in shared.deleting if name not in names for p in pods]
-    reduced = dataclasses.replace(snapshot, nodes=tuple(n for n in snapshot.nodes if n.name not in names))
     pods = [*shared.pending, *moved, *from_deleting]
     when = stop(pods) if stop is not None else None
     if when is not None and consolidation:
         nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
-    results = scheduling.solve(reduced, pods, consolidation=consolidation, stop=when)
+    results = scheduling.solve(
+        snapshot, pods, consolidation=consolidation, stop=when, without=frozenset(names)
+    )
     if results.stopped:
         return Simulation(results, ())
     errors = {e.pod.key: e for e in results.errors}
     stranded = [f"{p.key}: {errors[p.key].summary()}" for p in moved if p.key in errors]
-    by_name = {n.name: n for n in reduced.nodes}
+    by_name = {n.name: n for n in snapshot.nodes if n.name not in names}
     moved_keys = {p.key for p in moved}
     for pod_key, node_name in sorted(results.existing.items()):
         node = by_name.get(node_name)

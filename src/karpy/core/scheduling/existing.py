@@ -165,19 +165,22 @@ class ExistingNode:
         *,
         windows: Mapping[str, float | None] | None = None,
         now: float = 0.0,
+        bases: Sequence[NodeBase] | None = None,
     ) -> list[ExistingNode]:
         """The places of ``states``, in order, each registered with the topology as a hostname.
         ``windows``: in a consolidation simulation, each NodePool's consolidateAfter by name (a
-        node inside its window takes no running pods)."""
+        node inside its window takes no running pods). ``bases``: the states' :func:`node_base`
+        with ``daemonsets``, when the caller has them."""
         ds = tuple(daemonsets)
-
-        def same(base: NodeBase) -> bool:
-            return base.daemonsets == ds
-
+        if bases is None:
+            bases = [node_base(state, ds) for state in states]
+        hostname_groups = topology.keyed(labels.HOSTNAME)
+        if not hostname_groups and states:
+            topology.forget()  # all that registering a hostname no group is keyed on does
         out = []
-        for state in states:
-            base = _BASES.get(state, functools.partial(NodeBase, state, ds), check=same)
-            topology.register(labels.HOSTNAME, state.name)
+        for state, base in zip(states, bases, strict=True):
+            if hostname_groups:
+                topology.register(labels.HOSTNAME, state.name)
             window = windows.get(base.node_pool) if windows is not None else None
             under = in_consolidate_window(base.since, window, now)
             out.append(

@@ -52,11 +52,19 @@ _LAST: list[_Tally] = []  # the reference tally of the last full count
 MAX_DIFFERENCE = 16  # nodes in or out beyond which a full count (and a new reference) is cheaper
 
 
-def pool_usages(nodes: Sequence[StateNode]) -> dict[str, dict[str, int]]:
-    """:func:`pool_usage` of every pool at once, by pool name (missing keys are zero). The solves
-    of a disruption pass count snapshots that differ by a node or two from the last full count:
-    its sums are corrected by the nodes in and out (exact: integer sums, nodes by identity).
-    Callers must not modify the result."""
+def pool_usages(
+    nodes: Sequence[StateNode], *, without: frozenset[str] = frozenset()
+) -> dict[str, dict[str, int]]:
+    """:func:`pool_usage` of every pool at once, by pool name (missing keys are zero), of the
+    ``nodes`` whose names are not in ``without``. The solves of a disruption pass count snapshots
+    that differ by a node or two from the last full count: its sums are corrected by the nodes
+    in and out (exact: integer sums, nodes by identity). Callers must not modify the result."""
+    if without:
+        usage = {name: dict(counts) for name, counts in pool_usages(nodes).items()}
+        for node in nodes:
+            if node.name in without:
+                _count(usage, node, -1)
+        return usage
     nodes = tuple(nodes)
     if _LAST:
         ref = _LAST[0]

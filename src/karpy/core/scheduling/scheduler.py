@@ -27,9 +27,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from karpy.core.scheduling import daemons, podinfo, preferences
-from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
+from karpy.core.scheduling.cache import IdentityCache, by_identity, domain_key_of, template_key_of
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
-from karpy.core.scheduling.existing import ExistingNode, pod_kind
+from karpy.core.scheduling.existing import ExistingNode, NodeBase, node_base, pod_kind
 from karpy.core.scheduling.finalize import Finalizer
 from karpy.core.scheduling.limits import max_capacity, pool_usages
 from karpy.core.scheduling.nodeclaim import (
@@ -43,7 +43,7 @@ from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, PodError, Results, StopWhen
 from karpy.core.scheduling.topology import DomainGroup, Topology, build_domain_groups
 from karpy.core.scheduling.typeindex import TypeIndex
-from karpy.core.snapshot import Snapshot
+from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.objects import NodePool, Pod
 from karpy.model.requirements import Requirement, Requirements
@@ -101,6 +101,24 @@ class _Queue:
         self.last_len[Topology.uid(pod)] = len(self.pods)
 
 
+class _Places:
+    """A node tuple's existing-node order (initialized first, then by name) and their
+    :class:`NodeBase` with the DaemonSets: shared by the solves of a pass, which take some
+    nodes out (``without``) and keep the order of the rest."""
+
+    __slots__ = ("active", "bases")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
+        active.sort(key=lambda n: (not n.initialized, n.name))
+        self.active: tuple[StateNode, ...] = tuple(active)
+        ds = tuple(snapshot.daemonsets)
+        self.bases: list[NodeBase] = [node_base(n, ds) for n in active]
+
+
+_PLACES: IdentityCache[_Places] = IdentityCache(4)
+
+
 class _Stopped(Exception):
     """Raised when a solve opens a new NodeClaim its ``StopWhen`` names (the reason is the arg)."""
 
@@ -113,7 +131,11 @@ class _Solver:
         *,
         consolidation: bool = False,
         stop: StopWhen | None = None,
+        without: frozenset[str] = frozenset(),
     ) -> None:
+        full = snapshot
+        if without:
+            snapshot = dataclasses.replace(full, nodes=tuple(n for n in full.nodes if n.name not in without))
         self.snapshot = snapshot
         self.stop = stop
         self.well_known = snapshot.well_known
@@ -125,8 +147,13 @@ class _Solver:
         self.prefer_no_schedule_pools = any(
             t.effect == PREFER_NO_SCHEDULE for p in self.pools for t in p.taints
         )
-        active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
-        active.sort(key=lambda n: (not n.initialized, n.name))
+        places = _PLACES.get((by_identity(full.nodes), by_identity(full.daemonsets)), lambda: _Places(full))
+        if without:
+            keep = [i for i, n in enumerate(places.active) if n.name not in without]
+            active = [places.active[i] for i in keep]
+            bases = [places.bases[i] for i in keep]
+        else:
+            active, bases = list(places.active), places.bases
         self.topology = Topology(
             snapshot=snapshot,
             nodes=active,
@@ -141,11 +168,13 @@ class _Solver:
         if consolidation:
             windows = {p.name: p.disruption.consolidate_after for p in snapshot.node_pools}
         self.existing = ExistingNode.build_all(
-            active, self.topology, snapshot.daemonsets, windows=windows, now=snapshot.now
+            active, self.topology, snapshot.daemonsets, windows=windows, now=snapshot.now, bases=bases
         )
         self.templates = [self._template(p) for p in self.pools]
         self.remaining: dict[str, dict[str, int] | None] = {}
-        usages = pool_usages(snapshot.nodes) if any(p.limits is not None for p in self.pools) else {}
+        usages: dict[str, dict[str, int]] = {}
+        if any(p.limits is not None for p in self.pools):
+            usages = pool_usages(full.nodes, without=without)
         for pool in self.pools:
             if pool.limits is None:
                 self.remaining[pool.name] = None
@@ -524,6 +553,7 @@ def solve(
     *,
     consolidation: bool = False,
     stop: StopWhen | None = None,
+    without: frozenset[str] = frozenset(),
 ) -> Results:
     """Simulate scheduling ``pods`` (default: the snapshot's pending pods).
 
@@ -531,7 +561,9 @@ def solve(
     ``nodeName``) are not placed on nodes still inside their consolidateAfter window.
     ``stop``: the caller has no use for the result once the solve opens the new NodeClaims it
     names, so the solve ends there and returns empty Results with ``stopped`` set.
+    ``without``: solve the snapshot without the nodes of these names (a disruption pass solves
+    one snapshot without one candidate after another, and shares the work of its nodes).
     """
     chosen = snapshot.pending_pods() if pods is None else tuple(pods)
-    solver = _Solver(snapshot, chosen, consolidation=consolidation, stop=stop)
+    solver = _Solver(snapshot, chosen, consolidation=consolidation, stop=stop, without=without)
     return solver.solve(chosen)

@@ -553,6 +553,11 @@ class Topology:
         return reqs
 
     # -- use during a solve -------------------------------------------------------------
+    def keyed(self, key: str) -> bool:
+        """Whether a group (or inverse group) is keyed on ``key``: else :meth:`register` of that
+        key only drops memoized domain choices."""
+        return bool(self._by_key.get(key))
+
     def register(self, key: str, domain: str) -> None:
         self._memo.clear()
         for group in self._by_key.get(key, ()):
