@@ -46,7 +46,7 @@ def digest(results: scheduling.Results) -> dict[str, Any]:
 
 def verdicts(snap: Snapshot) -> list[Unfit | None]:
     """The verdicts the snapshot's nodes remember (a solver finds their shared parts)."""
-    return [v for node in scheduler._Solver(snap, []).existing for v in node.base.verdicts.values()]
+    return [v for base in scheduler._Solver(snap, []).bases for v in base.verdicts.values()]
 
 
 def solves(snapshot: Snapshot, pods: Sequence[Pod], **kw: Any) -> list[dict[str, Any]]:
@@ -332,3 +332,27 @@ def test_limit_helpers_equal_their_plain_definitions() -> None:
         for it in types:
             plain = all(it.capacity.get(k, 0) <= left for k, left in remaining.items() if k in it.capacity)
             assert limits.within_limits(it, remaining) == plain, (it.name, remaining)
+
+
+def test_only_nodes_a_pod_gets_past_the_remembered_checks_of_are_built() -> None:
+    """A solve builds an existing node when a pod passes the checks its NodeBase answers; the
+    others (full, tainted) stay unbuilt and still give the same placements and reasons."""
+    forget()
+    full = [b.node(f"full-{i}", allocatable={"cpu": "1", "memory": "1Gi", "pods": "10"}) for i in range(4)]
+    roomy = b.node("roomy", allocatable={"cpu": "4", "memory": "4Gi", "pods": "10"})
+    busy = [b.pod(f"busy-{i}", cpu="900m", node_name=f"full-{i}") for i in range(4)]
+    snap = b.snapshot(pools=[], types=[], nodes=[*full, roomy], pods=busy)
+    pods = [b.pod("big", cpu="2"), b.pod("huge", cpu="8")]
+    solver = scheduler._Solver(snap, pods)
+    results = solver.solve(pods)
+    assert results.existing == {"default/big": "roomy"}
+    assert [node is not None for node in solver.existing] == [False, False, False, False, True]
+    [error] = results.errors
+    assert error.reasons["existing nodes"].startswith("5 nodes did not fit, e.g. full-0: not enough cpu")
+    saved = scheduler.FAST_PATHS
+    scheduler.FAST_PATHS = False
+    try:
+        reference = scheduler.solve(snap, pods)
+    finally:
+        scheduler.FAST_PATHS = saved
+    assert (reference.existing, reference.errors) == (results.existing, results.errors)

@@ -39,6 +39,7 @@ __all__ = [
     "in_consolidate_window",
     "node_base",
     "pod_kind",
+    "register_hostnames",
     "scheduling_taints",
 ]
 
@@ -78,6 +79,7 @@ class NodeBase:
     __slots__ = (
         "available",
         "daemonsets",
+        "domains",
         "node_pool",
         "ports",
         "requests",
@@ -102,6 +104,30 @@ class NodeBase:
         self.node_pool = state.node_pool
         self.since = lifecycle.consolidatable_since(state.claim) if state.claim is not None else None
         self.verdicts: dict[int, Unfit | None] = {}
+        self.domains: dict[str, tuple[object, ...]] = {}
+
+    def known_unfit(self, under: bool, pod: Pod, data: PodData, kind: int) -> Unfit | None:
+        """:meth:`ExistingNode.known_unfit` of this node before any pod joined it in a solve
+        (``under``: inside its consolidateAfter window in this solve)."""
+        if under and pod.node_name:
+            return _IN_WINDOW_UNFIT
+        verdicts = self.verdicts
+        found = verdicts.get(kind, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = _static(
+                self.taints, self.ports, self.requests, self.available, self.requirements, pod, data
+            )
+            if len(verdicts) >= MAX_VERDICTS:
+                verdicts.clear()
+            verdicts[kind] = found
+        return found  # type: ignore[return-value]
+
+    def domain(self, key: str) -> tuple[object, ...]:
+        """:meth:`ExistingNode.domain` of this node before any pod joined it."""
+        found = self.domains.get(key)
+        if found is None:
+            found = self.domains[key] = domain_key(self.requirements.get_or_exists(key))
+        return found
 
 
 _BASES: ObjectMemo[NodeBase] = ObjectMemo(8192)
@@ -174,31 +200,29 @@ class ExistingNode:
         ds = tuple(daemonsets)
         if bases is None:
             bases = [node_base(state, ds) for state in states]
-        hostname_groups = topology.keyed(labels.HOSTNAME)
-        if not hostname_groups and states:
-            topology.forget()  # all that registering a hostname no group is keyed on does
+        register_hostnames(states, topology)
         out = []
         for state, base in zip(states, bases, strict=True):
-            if hostname_groups:
-                topology.register(labels.HOSTNAME, state.name)
             window = windows.get(base.node_pool) if windows is not None else None
-            under = in_consolidate_window(base.since, window, now)
-            out.append(
-                cls(
-                    state,
-                    base,
-                    base.taints,
-                    base.available,
-                    base.requests,
-                    base.requirements,
-                    topology,
-                    list(base.ports),
-                    [],
-                    under,
-                    {},
-                )
-            )
+            out.append(cls.materialize(state, base, topology, in_consolidate_window(base.since, window, now)))
         return out
+
+    @classmethod
+    def materialize(cls, state: StateNode, base: NodeBase, topology: Topology, under: bool) -> ExistingNode:
+        """The place of ``state`` in one solve, before any pod joined it."""
+        return cls(
+            state,
+            base,
+            base.taints,
+            base.available,
+            base.requests,
+            base.requirements,
+            topology,
+            list(base.ports),
+            [],
+            under,
+            {},
+        )
 
     @property
     def name(self) -> str:
@@ -228,25 +252,9 @@ class ExistingNode:
         return node_reqs.union_with(topo)
 
     def _static(self, pod: Pod, data: PodData) -> Unfit | None:
-        """The checks before topology, in order: taints, host ports, resources, requirements."""
-        taint = first_untolerated(pod.tolerations, self.taints)
-        if taint is not None:
-            return Unfit(lambda: f"did not tolerate taint {taint}", monotone=True)
-        for port in pod.host_ports:
-            if any(port.conflicts(used) for used in self.host_ports):
-                return Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
-        if not self.requests.fits_with(data.requests, self.available):
-            used, wanted, available = self.requests, data.requests, self.available
-            return Unfit(
-                lambda: "not enough " + ", ".join((used + wanted).exceeding(available)), monotone=True
-            )  # the message is built only if someone reads it
-        node_reqs = self.requirements
-        if not node_reqs.is_compatible(data.requirements):
-            return Unfit(
-                lambda: "incompatible requirements: " + "; ".join(node_reqs.compatible(data.requirements)),
-                monotone=not node_reqs.undefined(data.requirements),
-            )
-        return None
+        return _static(
+            self.taints, self.host_ports, self.requests, self.available, self.requirements, pod, data
+        )
 
     def known_unfit(self, pod: Pod, data: PodData, kind: int) -> Unfit | None:
         """What :meth:`can_add` raises before topology: the consolidateAfter window of this solve,
@@ -258,14 +266,7 @@ class ExistingNode:
             return _IN_WINDOW_UNFIT
         if self.pods:
             return None
-        verdicts = self.base.verdicts
-        found = verdicts.get(kind, _UNKNOWN)
-        if found is _UNKNOWN:
-            found = self._static(pod, data)
-            if len(verdicts) >= MAX_VERDICTS:
-                verdicts.clear()
-            verdicts[kind] = found
-        return found  # type: ignore[return-value]
+        return self.base.known_unfit(False, pod, data, kind)
 
     def domain(self, key: str) -> tuple[object, ...]:
         """This node's domains of ``key`` as a plain tuple (equal tuples: equal requirements)."""
@@ -281,6 +282,44 @@ class ExistingNode:
         self.requirements = reqs
         self.topology.record(pod, self.taints, reqs, frozenset())
         self.host_ports.extend(pod.host_ports)
+
+
+def register_hostnames(states: Sequence[StateNode], topology: Topology) -> None:
+    """Register each node as a hostname domain with the topology (in order)."""
+    if not topology.keyed(labels.HOSTNAME):
+        if states:
+            topology.forget()  # all that registering a hostname no group is keyed on does
+        return
+    for state in states:
+        topology.register(labels.HOSTNAME, state.name)
+
+
+def _static(
+    taints: Sequence[Taint],
+    host_ports: Sequence[HostPort],
+    requests: Resources,
+    available: Resources,
+    node_reqs: Requirements,
+    pod: Pod,
+    data: PodData,
+) -> Unfit | None:
+    """The checks before topology, in order: taints, host ports, resources, requirements."""
+    taint = first_untolerated(pod.tolerations, taints)
+    if taint is not None:
+        return Unfit(lambda: f"did not tolerate taint {taint}", monotone=True)
+    for port in pod.host_ports:
+        if any(port.conflicts(used) for used in host_ports):
+            return Unfit(f"host port {port.port}/{port.protocol} already used", monotone=True)
+    if not requests.fits_with(data.requests, available):
+        return Unfit(
+            lambda: "not enough " + ", ".join((requests + data.requests).exceeding(available)), monotone=True
+        )  # the message is built only if someone reads it
+    if not node_reqs.is_compatible(data.requirements):
+        return Unfit(
+            lambda: "incompatible requirements: " + "; ".join(node_reqs.compatible(data.requirements)),
+            monotone=not node_reqs.undefined(data.requirements),
+        )
+    return None
 
 
 _UNKNOWN = object()

@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from karpy.core.scheduling import daemons, podinfo, preferences
 from karpy.core.scheduling.cache import IdentityCache, by_identity, domain_key_of, template_key_of
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
-from karpy.core.scheduling.existing import ExistingNode, NodeBase, node_base, pod_kind
+from karpy.core.scheduling.existing import (
+    ExistingNode,
+    NodeBase,
+    in_consolidate_window,
+    node_base,
+    pod_kind,
+    register_hostnames,
+)
 from karpy.core.scheduling.finalize import Finalizer
 from karpy.core.scheduling.limits import max_capacity, pool_usages
 from karpy.core.scheduling.nodeclaim import (
@@ -167,9 +174,24 @@ class _Solver:
         windows = None  # consolidation moves no running pods onto a node inside its consolidateAfter window
         if consolidation:
             windows = {p.name: p.disruption.consolidate_after for p in snapshot.node_pools}
-        self.existing = ExistingNode.build_all(
-            active, self.topology, snapshot.daemonsets, windows=windows, now=snapshot.now, bases=bases
-        )
+        # Existing nodes are built when a pod gets past what their NodeBase answers (FAST_PATHS):
+        # most nodes of a consolidation solve are never asked more.
+        self.states = active
+        self.bases = bases
+        self.unders = [
+            in_consolidate_window(b.since, windows.get(b.node_pool), snapshot.now) if windows else False
+            for b in bases
+        ]
+        self.existing: list[ExistingNode | None]
+        if FAST_PATHS:
+            register_hostnames(active, self.topology)
+            self.existing = [None] * len(active)
+        else:
+            self.existing = list(
+                ExistingNode.build_all(
+                    active, self.topology, snapshot.daemonsets, windows=windows, now=snapshot.now, bases=bases
+                )
+            )
         self.templates = [self._template(p) for p in self.pools]
         self.remaining: dict[str, dict[str, int] | None] = {}
         usages: dict[str, dict[str, int]] = {}
@@ -252,6 +274,7 @@ class _Solver:
         prefix = True
         # topology verdicts of this call (no count changes): key -> node domains (ExistingNode.domain)
         blocked: dict[str, set[tuple[object, ...]]] = {}
+        bases, unders = self.bases, self.unders
         for i in range(start, len(nodes)):
             node = nodes[i]
             if i in dead:
@@ -261,15 +284,25 @@ class _Solver:
                 if prefix:
                     scan[0] = i + 1
                 continue
-            if blocked and any(node.domain(k) in d for k, d in blocked.items()):
+            if blocked and any(
+                (node.domain(k) if node is not None else bases[i].domain(k)) in d for k, d in blocked.items()
+            ):
                 failed += 1
                 if first is None:
                     first = i
                 prefix = False
                 continue
             # a node no pod joined yet answers as in earlier solves (shared: never raised)
-            exc = node.known_unfit(pod, data, kind) if FAST_PATHS else None
+            if node is None:
+                exc = bases[i].known_unfit(unders[i], pod, data, kind)
+                if exc is None:
+                    node = nodes[i] = ExistingNode.materialize(
+                        self.states[i], bases[i], self.topology, unders[i]
+                    )
+            else:
+                exc = node.known_unfit(pod, data, kind) if FAST_PATHS else None
             if exc is None:
+                assert node is not None
                 try:
                     reqs = node.can_add(pod, data)
                 except Unfit as caught:
@@ -277,7 +310,7 @@ class _Solver:
             if exc is not None:
                 failed += 1
                 if first is None:
-                    first, first_text = i, f"{node.name}: {exc}"
+                    first, first_text = i, f"{self.states[i].name}: {exc}"
                 if exc.monotone and FAST_PATHS:
                     dead.add(i)
                     if prefix:
@@ -285,21 +318,27 @@ class _Solver:
                 else:
                     prefix = False
                     if exc.domains is not None and FAST_PATHS:
+                        assert node is not None  # only a topology check names domains
                         key = exc.domains[0]
                         blocked.setdefault(key, set()).add(node.domain(key))
                 continue
+            assert node is not None
             node.add(pod, data, reqs)
             return True
         if first is not None:
             if not first_text:
-                first_text = f"{nodes[first].name}: {self._why_existing(nodes[first], pod, data, kind)}"
+                first_text = f"{self.states[first].name}: {self._why_existing(first, pod, data, kind)}"
             reasons["existing nodes"] = (
                 first_text if failed == 1 else f"{failed} nodes did not fit, e.g. {first_text}"
             )
         return False
 
-    @staticmethod
-    def _why_existing(node: ExistingNode, pod: Pod, data: PodData, kind: int) -> str:
+    def _why_existing(self, index: int, pod: Pod, data: PodData, kind: int) -> str:
+        node = self.existing[index]
+        if node is None:
+            unfit = self.bases[index].known_unfit(self.unders[index], pod, data, kind)
+            assert unfit is not None, f"{self.states[index].name} was recorded as rejecting {pod.key}"
+            return str(unfit)
         known = node.known_unfit(pod, data, kind)
         if known is not None:
             return str(known)
@@ -531,6 +570,8 @@ class _Solver:
             return Results((), {}, (), {}, stopped=str(stopped))
         existing: dict[str, str] = {}
         for node in self.existing:
+            if node is None:
+                continue
             for pod in node.pods:
                 existing[pod.key] = node.name
         claims = []
