@@ -8,7 +8,9 @@ Spot-to-spot follows upstream (feature gate; single-node needs at least 15 cheap
 options and launches from the 15 cheapest). Multi-node binary-searches the largest prefix
 of at most 100 candidates; single-node takes the first candidate that works. A solve whose
 answer is already None stops early (``_stop_when``: a second new NodeClaim, or under the
-spot-to-spot gate a first one certain to allow spot); the reason then says so.
+spot-to-spot gate a first one certain to allow spot), or is not run at all when a moved pod
+fits no other node and no NodePool could replace the node (:mod:`.room`); the reason then
+says so.
 ``Balanced`` pools approve a move only when its savings fraction over its disruption
 fraction reaches 1/2. The karpy churn guard (``karpy.sh/min-savings``) refuses smaller
 savings.

@@ -9,7 +9,9 @@ Used by :mod:`karpy.core.scheduling.scheduler`.
 The solves of a disruption pass see the same (frozen) StateNodes again and again (issue 6):
 what a node contributes before any pod joins it is built once per StateNode, and so is the
 verdict of the checks before topology for each kind of pod (:meth:`ExistingNode.known_unfit`),
-which a node nothing has joined yet in this solve answers without checking again.
+which a node nothing has joined yet in this solve answers without checking again. The solver
+builds a node's :class:`ExistingNode` only when a pod gets past what its :class:`NodeBase`
+answers (:meth:`NodeBase.known_unfit`, :meth:`NodeBase.domain`).
 """
 
 from __future__ import annotations
