@@ -282,6 +282,15 @@ class Workloads:
         def active() -> list[_Pod]:
             return sorted((p for p in wl.pods.values() if p.active), key=_Pod.rank)
 
+        def count(new: bool | None = None, ready: bool = False) -> int:
+            """Active pods (of the current template when ``new``, of an old one when False),
+            ready ones only with ``ready``: what the steps below compare, without the sort."""
+            return sum(
+                1
+                for p in wl.pods.values()
+                if p.active and (new is None or (p.hash == wl.hash) == new) and (p.ready or not ready)
+            )
+
         if wl.recreate:
             old = [p for p in wl.pods.values() if p.hash != wl.hash and p.phase not in _TERMINAL]
             for pod in sorted(old, key=_Pod.rank):
@@ -290,13 +299,15 @@ class Workloads:
             if old:
                 return  # new pods only once every old one is gone
         surge, unavailable = wl.fenceposts() if not wl.recreate else (0, wl.replicas)
-        new = [p for p in active() if p.hash == wl.hash]
-        for _ in range(min(wl.replicas - len(new), wl.replicas + surge - len(active()))):
+        for _ in range(min(wl.replicas - count(new=True), wl.replicas + surge - count())):
             self._create(wl)
-        new = [p for p in active() if p.hash == wl.hash]
-        for pod in new[: max(0, len(new) - wl.replicas)]:
-            self._delete(wl, pod)
-        ready = sum(1 for p in active() if p.ready)
+        if count(new=True) > wl.replicas:
+            new = [p for p in active() if p.hash == wl.hash]
+            for pod in new[: len(new) - wl.replicas]:
+                self._delete(wl, pod)
+        if not count(new=False):
+            return
+        ready = count(ready=True)
         floor = wl.replicas - unavailable
         for pod in [p for p in active() if p.hash != wl.hash]:
             if not pod.ready:
