@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.core.scheduling.cache import ObjectMemo
-from karpy.core.scheduling.existing import NodeBase, in_consolidate_window, node_base
+from karpy.core.scheduling.existing import NodeBase, existing_places, in_consolidate_window
 from karpy.core.scheduling.podinfo import pod_requests
 from karpy.core.scheduling.results import StopWhen
 from karpy.core.snapshot import Snapshot
@@ -85,13 +85,10 @@ _ROOMS: ObjectMemo[_PassRoom] = ObjectMemo(4)  # per snapshot object: the solves
 
 def _pass_room(snapshot: Snapshot) -> _PassRoom:
     windows = {p.name: p.disruption.consolidate_after for p in snapshot.node_pools}
-    daemonsets = tuple(snapshot.daemonsets)
+    places = existing_places(snapshot)  # the solver's existing nodes
     open_nodes: list[tuple[str, NodeBase]] = []
     window: set[str] = set()
-    for state in snapshot.nodes:
-        if state.marked_for_deletion or (state.node is not None and state.node.deleting):
-            continue  # the solver's existing nodes are the others
-        base = node_base(state, daemonsets)
+    for state, base in zip(places.active, places.bases, strict=True):
         if in_consolidate_window(base.since, windows.get(base.node_pool), snapshot.now):
             window.add(state.name)
         else:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo
-from karpy.core.scheduling.cache import ObjectMemo
+from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
 from karpy.core.scheduling.nodeclaim import Unfit, domain_key
 from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.topology import Topology, TopologyError
-from karpy.core.snapshot import StateNode
+from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.objects import DaemonSet, HostPort, Pod
 from karpy.model.requirements import Requirement, Requirements
@@ -38,6 +38,8 @@ __all__ = [
     "EPHEMERAL_TAINT_KEYS",
     "ExistingNode",
     "NodeBase",
+    "Places",
+    "existing_places",
     "in_consolidate_window",
     "node_base",
     "pod_kind",
@@ -141,6 +143,32 @@ def node_base(state: StateNode, daemonsets: tuple[DaemonSet, ...]) -> NodeBase:
         state, functools.partial(NodeBase, state, daemonsets), check=lambda b: b.daemonsets == daemonsets
     )
     return found
+
+
+class Places:
+    """A snapshot's existing nodes in the solver's order (not marked for deletion nor deleting;
+    initialized first, then by name) and their :class:`NodeBase` with the snapshot's DaemonSets.
+    Shared by the solves of a pass (per node tuple), which take some nodes out and keep the
+    order of the rest."""
+
+    __slots__ = ("active", "bases")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
+        active.sort(key=lambda n: (not n.initialized, n.name))
+        self.active: tuple[StateNode, ...] = tuple(active)
+        ds = tuple(snapshot.daemonsets)
+        self.bases: list[NodeBase] = [node_base(n, ds) for n in active]
+
+
+_PLACES: IdentityCache[Places] = IdentityCache(4)
+
+
+def existing_places(snapshot: Snapshot) -> Places:
+    """The (shared) :class:`Places` of the snapshot's nodes and DaemonSets."""
+    return _PLACES.get(
+        (by_identity(snapshot.nodes), by_identity(snapshot.daemonsets)), lambda: Places(snapshot)
+    )
 
 
 MAX_VERDICTS = 64  # pod kinds remembered per node (cleared at once when full)

@@ -27,13 +27,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from karpy.core.scheduling import daemons, podinfo, preferences
-from karpy.core.scheduling.cache import IdentityCache, by_identity, domain_key_of, template_key_of
+from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import (
     ExistingNode,
-    NodeBase,
+    existing_places,
     in_consolidate_window,
-    node_base,
     pod_kind,
     register_hostnames,
 )
@@ -50,7 +49,7 @@ from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, PodError, Results, StopWhen
 from karpy.core.scheduling.topology import DomainGroup, Topology, build_domain_groups
 from karpy.core.scheduling.typeindex import TypeIndex
-from karpy.core.snapshot import Snapshot, StateNode
+from karpy.core.snapshot import Snapshot
 from karpy.model import labels
 from karpy.model.objects import NodePool, Pod
 from karpy.model.requirements import Requirement, Requirements
@@ -108,24 +107,6 @@ class _Queue:
         self.last_len[Topology.uid(pod)] = len(self.pods)
 
 
-class _Places:
-    """A node tuple's existing-node order (initialized first, then by name) and their
-    :class:`NodeBase` with the DaemonSets: shared by the solves of a pass, which take some
-    nodes out (``without``) and keep the order of the rest."""
-
-    __slots__ = ("active", "bases")
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
-        active.sort(key=lambda n: (not n.initialized, n.name))
-        self.active: tuple[StateNode, ...] = tuple(active)
-        ds = tuple(snapshot.daemonsets)
-        self.bases: list[NodeBase] = [node_base(n, ds) for n in active]
-
-
-_PLACES: IdentityCache[_Places] = IdentityCache(4)
-
-
 class _Stopped(Exception):
     """Raised when a solve opens a new NodeClaim its ``StopWhen`` names (the reason is the arg)."""
 
@@ -154,7 +135,7 @@ class _Solver:
         self.prefer_no_schedule_pools = any(
             t.effect == PREFER_NO_SCHEDULE for p in self.pools for t in p.taints
         )
-        places = _PLACES.get((by_identity(full.nodes), by_identity(full.daemonsets)), lambda: _Places(full))
+        places = existing_places(full)
         if without:
             keep = [i for i, n in enumerate(places.active) if n.name not in without]
             active = [places.active[i] for i in keep]
