@@ -318,8 +318,11 @@ class _Solver:
         node = self.existing[index]
         if node is None:
             unfit = self.bases[index].known_unfit(self.unders[index], pod, data, kind)
-            assert unfit is not None, f"{self.states[index].name} was recorded as rejecting {pod.key}"
-            return str(unfit)
+            if unfit is not None:
+                return str(unfit)
+            node = self.existing[index] = ExistingNode.materialize(
+                self.states[index], self.bases[index], self.topology, self.unders[index]
+            )
         known = node.known_unfit(pod, data, kind)
         if known is not None:
             return str(known)
