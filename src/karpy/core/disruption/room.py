@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.core.scheduling.cache import ObjectMemo
-from karpy.core.scheduling.existing import NodeBase, existing_places, in_consolidate_window
+from karpy.core.scheduling.existing import NodeBase, existing_places
 from karpy.core.scheduling.podinfo import pod_requests
 from karpy.core.scheduling.results import StopWhen
 from karpy.core.snapshot import Snapshot
@@ -84,12 +84,12 @@ _ROOMS: ObjectMemo[_PassRoom] = ObjectMemo(4)  # per snapshot object: the solves
 
 
 def _pass_room(snapshot: Snapshot) -> _PassRoom:
-    windows = {p.name: p.disruption.consolidate_after for p in snapshot.node_pools}
     places = existing_places(snapshot)  # the solver's existing nodes
+    inside = places.inside_windows(snapshot.node_pools, snapshot.now)
     open_nodes: list[tuple[str, NodeBase]] = []
     window: set[str] = set()
-    for state, base in zip(places.active, places.bases, strict=True):
-        if in_consolidate_window(base.since, windows.get(base.node_pool), snapshot.now):
+    for state, base, under in zip(places.active, places.bases, inside, strict=True):
+        if under:
             window.add(state.name)
         else:
             open_nodes.append((state.name, base))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.core import lifecycle
@@ -29,7 +29,7 @@ from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.topology import Topology, TopologyError
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
-from karpy.model.objects import DaemonSet, HostPort, Pod
+from karpy.model.objects import DaemonSet, HostPort, NodePool, Pod
 from karpy.model.requirements import Requirement, Requirements
 from karpy.model.resources import Resources, total
 from karpy.model.taints import Taint, first_untolerated
@@ -151,7 +151,7 @@ class Places:
     Shared by the solves of a pass (per node tuple), which take some nodes out and keep the
     order of the rest."""
 
-    __slots__ = ("active", "bases")
+    __slots__ = ("_windows", "active", "bases")
 
     def __init__(self, snapshot: Snapshot) -> None:
         active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
@@ -159,6 +159,18 @@ class Places:
         self.active: tuple[StateNode, ...] = tuple(active)
         ds = tuple(snapshot.daemonsets)
         self.bases: list[NodeBase] = [node_base(n, ds) for n in active]
+        self._windows: tuple[Sequence[NodePool], float, tuple[bool, ...]] | None = None
+
+    def inside_windows(self, node_pools: Sequence[NodePool], now: float) -> tuple[bool, ...]:
+        """Per node, whether it is inside its NodePool's consolidateAfter window at ``now`` (a
+        consolidation moves no running pod onto it); the last answer is kept for the pass."""
+        last = self._windows
+        if last is not None and last[0] is node_pools and last[1] == now:
+            return last[2]
+        after = {p.name: p.disruption.consolidate_after for p in node_pools}
+        found = tuple(in_consolidate_window(b.since, after.get(b.node_pool), now) for b in self.bases)
+        self._windows = (node_pools, now, found)
+        return found
 
 
 _PLACES: IdentityCache[Places] = IdentityCache(4)
@@ -219,23 +231,23 @@ class ExistingNode:
         topology: Topology,
         daemonsets: Sequence[DaemonSet],
         *,
-        windows: Mapping[str, float | None] | None = None,
-        now: float = 0.0,
+        unders: Sequence[bool] | None = None,
         bases: Sequence[NodeBase] | None = None,
     ) -> list[ExistingNode]:
         """The places of ``states``, in order, each registered with the topology as a hostname.
-        ``windows``: in a consolidation simulation, each NodePool's consolidateAfter by name (a
-        node inside its window takes no running pods). ``bases``: the states' :func:`node_base`
-        with ``daemonsets``, when the caller has them."""
+        ``unders``: in a consolidation simulation, whether each node is inside its consolidateAfter
+        window (:meth:`Places.inside_windows`; it then takes no running pods). ``bases``: the
+        states' :func:`node_base` with ``daemonsets``, when the caller has them."""
         ds = tuple(daemonsets)
         if bases is None:
             bases = [node_base(state, ds) for state in states]
+        if unders is None:
+            unders = [False] * len(states)
         register_hostnames(states, topology)
-        out = []
-        for state, base in zip(states, bases, strict=True):
-            window = windows.get(base.node_pool) if windows is not None else None
-            out.append(cls.materialize(state, base, topology, in_consolidate_window(base.since, window, now)))
-        return out
+        return [
+            cls.materialize(state, base, topology, under)
+            for state, base, under in zip(states, bases, unders, strict=True)
+        ]
 
     @classmethod
     def materialize(cls, state: StateNode, base: NodeBase, topology: Topology, under: bool) -> ExistingNode:

@@ -18,14 +18,11 @@ __all__ = ["max_capacity", "pool_usage", "pool_usages", "within_limits"]
 
 def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
     """What the pool's nodes count against its limits: their capacity, plus ``nodes`` per node."""
-    out: dict[str, int] = {}
+    usage: dict[str, dict[str, int]] = {}
     for node in nodes:
-        if node.node_pool != pool.name:
-            continue
-        for key, value in node.limit_capacity.items():
-            out[key] = out.get(key, 0) + value
-        out["nodes"] = out.get("nodes", 0) + 1
-    return Resources(out)
+        if node.node_pool == pool.name:
+            _count(usage, node, 1)
+    return Resources(usage.get(pool.name, {}))
 
 
 class _Tally:

@@ -32,7 +32,6 @@ from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import (
     ExistingNode,
     existing_places,
-    in_consolidate_window,
     pod_kind,
     register_hostnames,
 )
@@ -152,26 +151,25 @@ class _Solver:
             pods=pods,
             respect_preferences=self.respect,
         )
-        windows = None  # consolidation moves no running pods onto a node inside its consolidateAfter window
+        # consolidation moves no running pods onto a node inside its consolidateAfter window
+        unders: Sequence[bool] = [False] * len(active)
         if consolidation:
-            windows = {p.name: p.disruption.consolidate_after for p in snapshot.node_pools}
+            inside = places.inside_windows(full.node_pools, full.now)
+            if without:
+                inside = tuple(u for u, n in zip(inside, places.active, strict=True) if n.name not in without)
+            unders = inside
         # Existing nodes are built when a pod gets past what their NodeBase answers (FAST_PATHS):
         # most nodes of a consolidation solve are never asked more.
         self.states = active
         self.bases = bases
-        self.unders = [
-            in_consolidate_window(b.since, windows.get(b.node_pool), snapshot.now) if windows else False
-            for b in bases
-        ]
+        self.unders = unders
         self.existing: list[ExistingNode | None]
         if FAST_PATHS:
             register_hostnames(active, self.topology)
             self.existing = [None] * len(active)
         else:
             self.existing = list(
-                ExistingNode.build_all(
-                    active, self.topology, snapshot.daemonsets, windows=windows, now=snapshot.now, bases=bases
-                )
+                ExistingNode.build_all(active, self.topology, snapshot.daemonsets, unders=unders, bases=bases)
             )
         self.templates = [self._template(p) for p in self.pools]
         self.remaining: dict[str, dict[str, int] | None] = {}
