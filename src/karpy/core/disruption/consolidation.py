@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from karpy.core import scheduling
 from karpy.core.disruption import candidates as cand_mod
-from karpy.core.disruption import room
+from karpy.core.disruption import room, verdicts
 from karpy.core.disruption.types import UNDERUTILIZED, Candidate, Command
 from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity, domain_key_of
 from karpy.core.scheduling.nodeclaim import min_values_shortfall, order_by_price
@@ -73,6 +73,7 @@ class _Shared:
 
 # Per snapshot object: the solves of one pass differ only by their candidates.
 _SHARED: ObjectMemo[_Shared] = ObjectMemo(4)
+_VERDICTS = verdicts.Verdicts()  # verdicts of earlier passes over the same objects
 
 
 def _shared(snapshot: Snapshot) -> _Shared:
@@ -263,7 +264,25 @@ def compute(
     all_candidates: Sequence[Candidate] = (),
     method: str,
 ) -> tuple[Command | None, str]:
-    """One consolidation option for ``chosen``, or None with the reason."""
+    """One consolidation option for ``chosen``, or None with the reason (the same as an earlier
+    pass's when everything it reads is the same: :mod:`.verdicts`)."""
+    return _VERDICTS.get(
+        snapshot,
+        chosen,
+        all_candidates,
+        method,
+        EARLY_STOP,
+        lambda: _compute(snapshot, chosen, all_candidates=all_candidates, method=method),
+    )
+
+
+def _compute(
+    snapshot: Snapshot,
+    chosen: Sequence[Candidate],
+    *,
+    all_candidates: Sequence[Candidate],
+    method: str,
+) -> tuple[Command | None, str]:
     spot_gate = not snapshot.settings.features.spot_to_spot_consolidation and all(
         c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen
     )
