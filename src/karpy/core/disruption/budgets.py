@@ -20,7 +20,7 @@ from croniter import croniter
 from karpy.core.snapshot import StateNode
 from karpy.model.objects import Budget, NodePool
 
-__all__ = ["BudgetError", "active", "allowed", "budget_nodes", "validate"]
+__all__ = ["BudgetError", "active", "active_until", "allowed", "budget_nodes", "validate"]
 
 _NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _MACROS = {
@@ -70,17 +70,41 @@ def active(budget: Budget, now: float) -> bool:
     """Whether the budget is in force at ``now`` (UTC)."""
     if budget.schedule is None or budget.duration is None:
         return True
-    return _active(budget.schedule, budget.duration, now)
+    return _window(budget.schedule, budget.duration, now)[0]
 
 
-@functools.lru_cache(maxsize=64)
-def _active(schedule: str, duration: float, now: float) -> bool:
-    # cached: a pass asks once per reason at the same ``now``
+def active_until(budget: Budget, now: float) -> float:
+    """The first moment after ``now`` at which :func:`active` may answer otherwise (inf: never)."""
+    if budget.schedule is None or budget.duration is None:
+        return math.inf
+    return _window(budget.schedule, budget.duration, now)[2]
+
+
+# per (schedule, duration): the last answer and the span [from, until) of times it holds for
+_WINDOWS: dict[tuple[str, float], tuple[bool, float, float]] = {}
+
+
+def _window(schedule: str, duration: float, now: float) -> tuple[bool, float, float]:
+    """(active, from, until): ``active`` holds for every time in [from, until), ``now`` among them.
+
+    Active iff the first fire strictly after ``now - duration`` (upstream's cron Next) is not
+    after ``now``. For a later time t that fire stays the first one after ``t - duration`` while
+    ``t - duration`` is before it: so an active answer holds until that fire + duration, an
+    inactive one until that fire.
+    """
+    key = (schedule, duration)
+    known = _WINDOWS.get(key)
+    if known is not None and known[1] <= now < known[2]:
+        return known
     expr = _MACROS.get(schedule.strip(), schedule)
     start = datetime.fromtimestamp(now, UTC) - timedelta(seconds=duration)
-    # the first fire strictly after now - duration (upstream's cron Next): active iff it is not after now
-    nxt = croniter(expr, start).get_next(datetime)
-    return bool(nxt.timestamp() <= now)
+    fire = croniter(expr, start).get_next(datetime).timestamp()
+    is_active = bool(fire <= now)
+    found = (is_active, now, fire + duration if is_active else fire)
+    if len(_WINDOWS) >= 256:
+        _WINDOWS.clear()
+    _WINDOWS[key] = found
+    return found
 
 
 def allowed(pool: NodePool, nodes: Sequence[StateNode], reason: str, now: float) -> tuple[int, str]:

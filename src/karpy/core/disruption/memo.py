@@ -22,16 +22,29 @@ objects of at most twice that many passes. A memo changes no decision: a new mem
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any
 
 from karpy.core.disruption import candidates as cand
 from karpy.core.disruption import drift
 from karpy.core.disruption import pdbs as pdbs_mod
+from karpy.core.disruption.types import Decision
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod, PodDisruptionBudget
 
-__all__ = ["Memo"]
+__all__ = ["LastPass", "Memo"]
+
+
+@dataclass(frozen=True, slots=True)
+class LastPass:
+    """The decision of the last pass, kept for passes over the same objects before ``until``."""
+
+    snapshot: Snapshot  # kept alive: the identities in ``ids`` stay valid
+    ids: tuple[object, ...]  # karpy.core.disruption.horizon.state_ids
+    since: float  # the pass's time
+    until: float  # the first time-derived change after it
+    decision: Decision
 
 
 def _same(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
@@ -80,6 +93,7 @@ class Memo:
         self._pdb_key: tuple[object, ...] = ()
         self._token = 0  # changes when which PDBs select a pod may change
         self._limits: tuple[tuple[PodDisruptionBudget, ...], tuple[Pod, ...], pdbs_mod.Limits] | None = None
+        self.last_pass: LastPass | None = None  # set by karpy.core.disruption.compute
 
     def begin(self, snapshot: Snapshot) -> None:
         """Start a pass over ``snapshot`` (every few passes a new generation) with its PDBs."""

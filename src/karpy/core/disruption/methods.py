@@ -6,7 +6,9 @@ upstream's order — emptiness, drift, multi-node consolidation, single-node con
 and the first that yields a command wins. Every node gets a :class:`NodeRecord` saying why
 it is or is not disrupted. Candidates of both disruption classes come from one walk; a
 caller running pass after pass passes a :class:`~karpy.core.disruption.memo.Memo`
-(``compute(snapshot, now, memo=...)``) to keep what does not depend on ``now``.
+(``compute(snapshot, now, memo=...)``) to keep what does not depend on ``now``; with it, a pass
+over the same objects as the memo's last pass, before the first time-derived change after that
+pass (:func:`~karpy.core.disruption.horizon.next_change`), returns that pass's decision.
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from karpy.core import lifecycle
-from karpy.core.disruption import budgets, consolidation, drift
+from karpy.core.disruption import budgets, consolidation, drift, horizon
 from karpy.core.disruption import candidates as cand_mod
-from karpy.core.disruption.memo import Memo
+from karpy.core.disruption.memo import LastPass, Memo
 from karpy.core.disruption.types import (
     DRIFTED,
     EMPTY,
@@ -34,7 +36,7 @@ from karpy.model.objects import NodePool
 
 __all__ = ["Memo", "compute"]
 
-_STABILIZATION = "karpy.sh/consolidation-stabilization"
+_STABILIZATION = horizon.STABILIZATION
 
 
 class _Pass:
@@ -286,4 +288,18 @@ def compute(snapshot: Snapshot, now: float | None = None, *, memo: Memo | None =
     """
     if now is not None and now != snapshot.now:
         snapshot = dataclasses.replace(snapshot, now=now)
-    return _Pass(snapshot, snapshot.now, memo if memo is not None else Memo()).run()
+    if memo is None:
+        return _Pass(snapshot, snapshot.now, Memo()).run()
+    ids = horizon.state_ids(snapshot, consolidation.EARLY_STOP)
+    last = memo.last_pass
+    if (
+        last is not None
+        and last.ids == ids
+        and last.since <= snapshot.now < last.until
+        and horizon.same_values(last.snapshot, snapshot)
+    ):
+        return last.decision
+    decision = _Pass(snapshot, snapshot.now, memo).run()
+    until = horizon.next_change(snapshot, snapshot.now)
+    memo.last_pass = LastPass(snapshot, ids, snapshot.now, until, decision)
+    return decision

@@ -7,11 +7,11 @@ pure function of the snapshot's objects, the consolidateAfter window of each nod
 pass's time, the candidates and the method, so a verdict found for the same inputs is the
 verdict. :class:`Verdicts` files them under
 
-- the *state*: the identity of every node, pod, NodePool, instance-type tuple, DaemonSet and
-  PDB of the snapshot, its namespaces, well-known labels and settings (by equality), the
-  window flags of the existing nodes, and the scheduler's and consolidation's switches
-  (``FAST_PATHS``, ``EARLY_STOP``); an entry keeps its snapshot alive, so the identities
-  stay valid;
+- the *state*: :func:`~karpy.core.disruption.horizon.state_ids` (the identity of every node,
+  pod, NodePool, instance-type tuple, DaemonSet and PDB of the snapshot, and the scheduler's
+  and consolidation's switches ``FAST_PATHS`` and ``EARLY_STOP``), its namespaces, well-known
+  labels and settings (by equality), and the window flags of the existing nodes; an entry
+  keeps its snapshot alive, so the identities stay valid;
 - the *candidates*: each one's node, NodePool, instance type and pods (by identity), price,
   capacity type, zone and rescheduling cost; with a ``Balanced`` NodePool among them, the
   price and cost of every candidate of the pass (the score reads them); and the method.
@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from karpy.core.disruption import horizon
 from karpy.core.disruption.types import Candidate, Command
-from karpy.core.scheduling import scheduler
 from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.existing import existing_places
 from karpy.core.snapshot import Snapshot
@@ -46,28 +46,12 @@ class _State:
     found: dict[tuple[object, ...], tuple[Sequence[Candidate], Verdict]] = field(default_factory=dict)
 
     def same(self, ids: tuple[object, ...], snapshot: Snapshot) -> bool:
-        other = self.snapshot
-        return (
-            self.ids == ids
-            and other.namespaces == snapshot.namespaces
-            and other.well_known == snapshot.well_known
-            and other.settings == snapshot.settings
-        )
+        return self.ids == ids and horizon.same_values(self.snapshot, snapshot)
 
 
 def _ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
-    types = snapshot.instance_types
-    return (
-        tuple(map(id, snapshot.nodes)),
-        tuple(map(id, snapshot.pods)),
-        tuple(map(id, snapshot.node_pools)),
-        tuple((name, id(its)) for name, its in types.items()),
-        tuple(map(id, snapshot.daemonsets)),
-        tuple(map(id, snapshot.pdbs)),
-        existing_places(snapshot).inside_windows(snapshot.node_pools, snapshot.now),
-        scheduler.FAST_PATHS,
-        early_stop,
-    )
+    windows = existing_places(snapshot).inside_windows(snapshot.node_pools, snapshot.now)
+    return (windows, *horizon.state_ids(snapshot, early_stop))  # the switches last
 
 
 def _candidate_key(
@@ -112,7 +96,7 @@ class Verdicts:
         compute: Callable[[], Verdict],
     ) -> Verdict:
         state = self._current.get(snapshot, lambda: self._state(snapshot, early_stop))
-        if state.ids[-2:] != (scheduler.FAST_PATHS, early_stop):  # a switch changed since
+        if state.ids[-2:] != horizon.state_ids(snapshot, early_stop)[-2:]:  # a switch changed since
             state = self._state(snapshot, early_stop)
         key = _candidate_key(chosen, all_candidates, method)
         found = state.found.get(key)

@@ -1,0 +1,98 @@
+"""What a disruption pass reads of the snapshot, and until when its time-derived facts hold.
+
+A pass is a pure function of the snapshot's objects and ``now``. Its ``now`` enters through a
+few thresholds only: a NodeClaim's expiry, the end of its consolidateAfter window (candidates,
+emptiness, and the nodes a consolidation solve keeps running pods off), a pod's
+``karpenter.sh/do-not-disrupt`` duration, a NodePool's stabilization window, a budget's cron
+window, and a Drifted condition's time (the order of drifted nodes). :func:`next_change` is the
+first of those after ``now``: over the same objects, a pass at any time in ``[now, next_change)``
+decides what the pass at ``now`` decided. :func:`state_ids` is the identity key of those
+objects (plus the scheduler's and consolidation's switches), for memos that keep the snapshot
+alive so the ids stay valid.
+"""
+
+from __future__ import annotations
+
+import math
+
+from karpy.core import lifecycle
+from karpy.core.disruption import budgets, candidates
+from karpy.core.scheduling import scheduler
+from karpy.core.snapshot import Snapshot
+from karpy.model import labels
+
+__all__ = ["STABILIZATION", "next_change", "same_values", "state_ids"]
+
+STABILIZATION = "karpy.sh/consolidation-stabilization"
+
+
+def state_ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
+    """The identities of every node, pod, NodePool, instance-type tuple, DaemonSet and PDB."""
+    return (
+        tuple(map(id, snapshot.nodes)),
+        tuple(map(id, snapshot.pods)),
+        tuple(map(id, snapshot.node_pools)),
+        tuple((name, id(its)) for name, its in snapshot.instance_types.items()),
+        tuple(map(id, snapshot.daemonsets)),
+        tuple(map(id, snapshot.pdbs)),
+        scheduler.FAST_PATHS,
+        early_stop,
+    )
+
+
+def same_values(a: Snapshot, b: Snapshot) -> bool:
+    """The parts :func:`state_ids` leaves out, compared by value."""
+    return a.namespaces == b.namespaces and a.well_known == b.well_known and a.settings == b.settings
+
+
+def next_change(snapshot: Snapshot, now: float) -> float:
+    """The first moment after ``now`` at which a time-derived input of a pass may change (inf: none)."""
+    soonest = math.inf
+
+    def at(moment: float | None) -> None:
+        nonlocal soonest
+        if moment is not None and now < moment < soonest:
+            soonest = moment
+
+    pools = {p.name: p for p in snapshot.node_pools}
+    for node in snapshot.nodes:
+        for pod in node.pods:
+            if labels.DO_NOT_DISRUPT in pod.annotations:
+                at(_do_not_disrupt_until(pod.annotations[labels.DO_NOT_DISRUPT], pod.started, pod.created))
+        claim = node.claim
+        if claim is None:
+            continue
+        pool = pools.get(node.node_pool)
+        at(lifecycle.expires_at(claim, pool))
+        after = pool.disruption.consolidate_after if pool is not None else None
+        since = lifecycle.consolidatable_since(claim)
+        if after is not None and since is not None:
+            at(since + after)
+        drifted = claim.condition("Drifted")
+        if drifted is not None:
+            at(drifted.last_transition)
+    for pool in snapshot.node_pools:
+        for budget in pool.disruption.budgets:
+            try:
+                budgets.validate(budget)
+            except budgets.BudgetError:
+                continue  # an invalid budget fails closed at every time
+            at(budgets.active_until(budget, now))
+        text = pool.meta_annotations.get(STABILIZATION)
+        window = candidates._duration(text) if text else None
+        if window is not None:
+            events = [
+                n.claim.last_pod_event
+                for n in snapshot.nodes
+                if n.claim is not None and n.node_pool == pool.name and n.claim.last_pod_event is not None
+            ]
+            if events:
+                at(max(events) + window)
+    return soonest
+
+
+def _do_not_disrupt_until(value: str, started: float | None, created: float) -> float | None:
+    seconds = candidates._duration(value) if value != "true" else None
+    if seconds is None:
+        return None
+    return (started if started is not None else created) + seconds
