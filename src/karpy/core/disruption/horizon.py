@@ -21,7 +21,7 @@ from karpy.core.scheduling import scheduler
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels
 
-__all__ = ["STABILIZATION", "next_change", "same_values", "state_ids"]
+__all__ = ["STABILIZATION", "next_change", "same_values", "state_ids", "switches"]
 
 STABILIZATION = "karpy.sh/consolidation-stabilization"
 
@@ -35,9 +35,13 @@ def state_ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
         tuple((name, id(its)) for name, its in snapshot.instance_types.items()),
         tuple(map(id, snapshot.daemonsets)),
         tuple(map(id, snapshot.pdbs)),
-        scheduler.FAST_PATHS,
-        early_stop,
+        *switches(early_stop),
     )
+
+
+def switches(early_stop: bool) -> tuple[bool, bool]:
+    """The scheduler's and consolidation's switches, the last items of :func:`state_ids`."""
+    return scheduler.FAST_PATHS, early_stop
 
 
 def same_values(a: Snapshot, b: Snapshot) -> bool:

@@ -96,7 +96,7 @@ class Verdicts:
         compute: Callable[[], Verdict],
     ) -> Verdict:
         state = self._current.get(snapshot, lambda: self._state(snapshot, early_stop))
-        if state.ids[-2:] != horizon.state_ids(snapshot, early_stop)[-2:]:  # a switch changed since
+        if state.ids[-2:] != horizon.switches(early_stop):  # a switch changed since
             state = self._state(snapshot, early_stop)
         key = _candidate_key(chosen, all_candidates, method)
         found = state.found.get(key)
