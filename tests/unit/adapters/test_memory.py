@@ -48,6 +48,22 @@ def test_copy_equals_deepcopy_and_shares_no_container(tree: Any) -> None:
     assert not set(containers(copied)) & set(containers(tree))
 
 
+def test_a_subtree_seen_twice_is_copied_twice_and_other_values_are_copied_too() -> None:
+    import datetime
+
+    shared = {"cpu": "1"}
+    tree = {"requests": shared, "limits": shared, "when": datetime.datetime(2026, 3, 2)}
+    copied = _copy(tree)
+    assert copied == tree
+    copied["requests"]["cpu"] = "2"
+    assert copied["limits"] == {"cpu": "1"} and shared == {"cpu": "1"}
+    assert copied["when"] == tree["when"]
+    plain = {"requests": shared, "limits": shared}  # builtin values only: the marshal path
+    again = _copy(plain)
+    again["requests"]["cpu"] = "3"
+    assert again["limits"] == {"cpu": "1"}
+
+
 def test_returned_objects_and_events_are_private_copies() -> None:
     kube = MemoryKube(_Clock())
     events: list[WatchEvent] = []
