@@ -103,6 +103,16 @@ class WorkloadStatus:
     complete: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    """A Deployment's active pods: all, of the current template, of older ones, and ready ones."""
+
+    active: int
+    new: int
+    old: int
+    ready: int
+
+
 @dataclass(slots=True)
 class _Pod:
     name: str
@@ -282,15 +292,6 @@ class Workloads:
         def active() -> list[_Pod]:
             return sorted((p for p in wl.pods.values() if p.active), key=_Pod.rank)
 
-        def count(new: bool | None = None, ready: bool = False) -> int:
-            """Active pods (of the current template when ``new``, of an old one when False),
-            ready ones only with ``ready``: what the steps below compare, without the sort."""
-            return sum(
-                1
-                for p in wl.pods.values()
-                if p.active and (new is None or (p.hash == wl.hash) == new) and (p.ready or not ready)
-            )
-
         if wl.recreate:
             old = [p for p in wl.pods.values() if p.hash != wl.hash and p.phase not in _TERMINAL]
             for pod in sorted(old, key=_Pod.rank):
@@ -299,15 +300,20 @@ class Workloads:
             if old:
                 return  # new pods only once every old one is gone
         surge, unavailable = wl.fenceposts() if not wl.recreate else (0, wl.replicas)
-        for _ in range(min(wl.replicas - count(new=True), wl.replicas + surge - count())):
+        counts = _counts(wl)
+        wanted = min(wl.replicas - counts.new, wl.replicas + surge - counts.active)
+        for _ in range(wanted):
             self._create(wl)
-        if count(new=True) > wl.replicas:
+        if wanted > 0:
+            counts = _counts(wl)
+        if counts.new > wl.replicas:
             new = [p for p in active() if p.hash == wl.hash]
             for pod in new[: len(new) - wl.replicas]:
                 self._delete(wl, pod)
-        if not count(new=False):
+            counts = _counts(wl)
+        if not counts.old:
             return
-        ready = count(ready=True)
+        ready = counts.ready
         floor = wl.replicas - unavailable
         for pod in [p for p in active() if p.hash != wl.hash]:
             if not pod.ready:
@@ -461,3 +467,14 @@ class Workloads:
                 "Pod", pod.name, {"status": {"phase": "Succeeded", "conditions": conditions}}, wl.namespace
             )
             wl.succeeded += 1
+
+
+def _counts(wl: _Workload) -> _Counts:
+    """One walk over the workload's pods (what the Deployment sync compares, without sorting)."""
+    active = new = ready = 0
+    for p in wl.pods.values():
+        if p.active:
+            active += 1
+            new += p.hash == wl.hash
+            ready += p.ready
+    return _Counts(active, new, active - new, ready)
