@@ -40,6 +40,7 @@ __all__ = [
     "build_all",
     "build_classes",
     "do_not_disrupt_active",
+    "do_not_disrupt_until",
     "evictable",
     "eviction_cost",
     "node_facts",
@@ -76,11 +77,17 @@ def do_not_disrupt_active(pod: Pod, now: float) -> bool:
         return False
     if value == "true":
         return True
-    seconds = _duration(value)
+    until = do_not_disrupt_until(pod)
+    return until is not None and now < until  # invalid values are ignored (upstream emits an event)
+
+
+def do_not_disrupt_until(pod: Pod) -> float | None:
+    """When a ``karpenter.sh/do-not-disrupt`` duration ends (None: no valid duration)."""
+    value = pod.annotations.get(labels.DO_NOT_DISRUPT)
+    seconds = _duration(value) if value is not None and value != "true" else None
     if seconds is None:
-        return False  # invalid values are ignored (upstream emits an event)
-    started = pod.started if pod.started is not None else pod.created
-    return now < started + seconds
+        return None
+    return (pod.started if pod.started is not None else pod.created) + seconds
 
 
 def reschedulable(pod: Pod) -> bool:
@@ -154,10 +161,7 @@ def pod_facts(pod: Pod) -> PodFacts:
         if value == "true":
             dnd_always = True
         else:
-            seconds = _duration(value)
-            if seconds is not None:
-                started = pod.started if pod.started is not None else pod.created
-                dnd_until = started + seconds
+            dnd_until = do_not_disrupt_until(pod)
     return PodFacts(
         pod,
         pod.is_terminal(),

@@ -14,14 +14,16 @@ alive so the ids stay valid.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from karpy.core import lifecycle
 from karpy.core.disruption import budgets, candidates
 from karpy.core.scheduling import scheduler
-from karpy.core.snapshot import Snapshot
+from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
+from karpy.model.objects import NodePool
 
-__all__ = ["STABILIZATION", "next_change", "same_values", "state_ids", "switches"]
+__all__ = ["STABILIZATION", "next_change", "same_values", "stabilization_end", "state_ids", "switches"]
 
 STABILIZATION = "karpy.sh/consolidation-stabilization"
 
@@ -62,7 +64,7 @@ def next_change(snapshot: Snapshot, now: float) -> float:
     for node in snapshot.nodes:
         for pod in node.pods:
             if labels.DO_NOT_DISRUPT in pod.annotations:
-                at(_do_not_disrupt_until(pod.annotations[labels.DO_NOT_DISRUPT], pod.started, pod.created))
+                at(candidates.do_not_disrupt_until(pod))
         claim = node.claim
         if claim is None:
             continue
@@ -82,21 +84,20 @@ def next_change(snapshot: Snapshot, now: float) -> float:
             except budgets.BudgetError:
                 continue  # an invalid budget fails closed at every time
             at(budgets.active_until(budget, now))
-        text = pool.meta_annotations.get(STABILIZATION)
-        window = candidates._duration(text) if text else None
-        if window is not None:
-            events = [
-                n.claim.last_pod_event
-                for n in snapshot.nodes
-                if n.claim is not None and n.node_pool == pool.name and n.claim.last_pod_event is not None
-            ]
-            if events:
-                at(max(events) + window)
+        at(stabilization_end(pool, snapshot.nodes))
     return soonest
 
 
-def _do_not_disrupt_until(value: str, started: float | None, created: float) -> float | None:
-    seconds = candidates._duration(value) if value != "true" else None
-    if seconds is None:
+def stabilization_end(pool: NodePool, nodes: Sequence[StateNode]) -> float | None:
+    """When the pool's ``karpy.sh/consolidation-stabilization`` window after its last pod event
+    ends (None: no window, or no pod event yet); the pool stabilizes while ``now`` is before it."""
+    text = pool.meta_annotations.get(STABILIZATION)
+    window = candidates._duration(text) if text else None
+    if window is None:
         return None
-    return (started if started is not None else created) + seconds
+    events = [
+        n.claim.last_pod_event
+        for n in nodes
+        if n.claim is not None and n.node_pool == pool.name and n.claim.last_pod_event is not None
+    ]
+    return max(events) + window if events else None

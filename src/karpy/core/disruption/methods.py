@@ -186,16 +186,8 @@ class _Pass:
         return found
 
     def _stabilizing_now(self, pool: NodePool) -> bool:
-        text = pool.meta_annotations.get(_STABILIZATION)
-        window = cand_mod._duration(text) if text else None
-        if window is None:
-            return False
-        events = [
-            n.claim.last_pod_event
-            for n in self.snapshot.nodes
-            if n.claim is not None and n.node_pool == pool.name and n.claim.last_pod_event is not None
-        ]
-        return bool(events) and self.now - max(events) < window
+        end = horizon.stabilization_end(pool, self.snapshot.nodes)
+        return end is not None and self.now < end
 
     def multi(self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]) -> Command | None:
         budget_left: dict[str, int] = {}

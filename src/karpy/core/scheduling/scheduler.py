@@ -135,8 +135,8 @@ class _Solver:
             t.effect == PREFER_NO_SCHEDULE for p in self.pools for t in p.taints
         )
         places = existing_places(full)
-        if without:
-            keep = [i for i, n in enumerate(places.active) if n.name not in without]
+        keep = [i for i, n in enumerate(places.active) if n.name not in without] if without else None
+        if keep is not None:
             active = [places.active[i] for i in keep]
             bases = [places.bases[i] for i in keep]
         else:
@@ -155,9 +155,7 @@ class _Solver:
         unders: Sequence[bool] = [False] * len(active)
         if consolidation:
             inside = places.inside_windows(full.node_pools, full.now)
-            if without:
-                inside = tuple(u for u, n in zip(inside, places.active, strict=True) if n.name not in without)
-            unders = inside
+            unders = inside if keep is None else [inside[i] for i in keep]
         # Existing nodes are built when a pod gets past what their NodeBase answers (FAST_PATHS):
         # most nodes of a consolidation solve are never asked more.
         self.states = active
