@@ -356,3 +356,38 @@ def test_only_nodes_a_pod_gets_past_the_remembered_checks_of_are_built() -> None
     finally:
         scheduler.FAST_PATHS = saved
     assert (reference.existing, reference.errors) == (results.existing, results.errors)
+
+
+def test_the_walk_skips_only_nodes_with_a_lasting_objection() -> None:
+    """``Places.fitting`` keeps the nodes whose NodeBase does not reject a kind of pod for good: a
+    taint, a used host port or too little room leave a node out; a requirement on a label the node
+    lacks does not (a topology narrowing may still define it), nor does no objection at all."""
+    forget()
+    snap = _cluster()
+    places = existing.existing_places(snap)
+    assert [n.name for n in places.active] == ["a-taint", "b-full", "c-port", "d-open"]
+
+    def fitting(pod: Pod, windows: tuple[bool, ...] | None = None) -> list[str]:
+        data = scheduler._Solver(snap, [pod]).pod_data(pod)
+        kept = places.fitting(windows, pod, data, existing.pod_kind(pod, data))
+        return [places.active[i].name for i in kept]
+
+    assert fitting(b.pod("plain", cpu="50m")) == ["b-full", "c-port", "d-open"]
+    assert fitting(b.pod("big", cpu="1500m")) == ["c-port", "d-open"]
+    assert fitting(b.pod("port", cpu="50m", host_ports=[8080])) == ["b-full", "d-open"]
+    assert fitting(b.pod("tolerant", cpu="50m", tolerations=[TOLERATE])) == [
+        "a-taint",
+        "b-full",
+        "c-port",
+        "d-open",
+    ]
+    picky = b.pod("picky", cpu="50m", node_selector={"disk": "ssd"})
+    assert fitting(picky) == ["b-full", "c-port", "d-open"]
+    data = scheduler._Solver(snap, [picky]).pod_data(picky)
+    objection = places.bases[3].known_unfit(False, picky, data, existing.pod_kind(picky, data))
+    assert objection is not None and not objection.monotone  # rejected now, kept all the same
+    # a running pod in a consolidation solve skips the nodes inside their consolidateAfter window;
+    # the windows keep no pending pod off
+    windows = (False, False, True, False)
+    assert fitting(b.pod("moved", cpu="50m", node_name="x"), windows) == ["b-full", "d-open"]
+    assert fitting(b.pod("moved", cpu="50m"), windows) == ["b-full", "c-port", "d-open"]

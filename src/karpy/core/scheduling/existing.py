@@ -151,7 +151,7 @@ class Places:
     Shared by the solves of a pass (per node tuple), which take some nodes out and keep the
     order of the rest."""
 
-    __slots__ = ("_windows", "active", "bases")
+    __slots__ = ("_fitting", "_positions", "_windows", "active", "bases")
 
     def __init__(self, snapshot: Snapshot) -> None:
         active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
@@ -160,6 +160,38 @@ class Places:
         ds = tuple(snapshot.daemonsets)
         self.bases: list[NodeBase] = [node_base(n, ds) for n in active]
         self._windows: tuple[Sequence[NodePool], float, tuple[bool, ...]] | None = None
+        self._positions: dict[str, list[int]] | None = None
+        self._fitting: dict[tuple[int, object], tuple[tuple[bool, ...] | None, tuple[int, ...]]] = {}
+
+    def positions(self, names: frozenset[str]) -> list[int]:
+        """The ascending indices in ``active`` of the nodes named in ``names``."""
+        index = self._positions
+        if index is None:
+            index = self._positions = {}
+            for i, state in enumerate(self.active):
+                index.setdefault(state.name, []).append(i)
+        return sorted(i for name in names for i in index.get(name, ()))
+
+    def fitting(self, unders: tuple[bool, ...] | None, pod: Pod, data: PodData, kind: int) -> tuple[int, ...]:
+        """The indices of the nodes whose :class:`NodeBase` has no lasting objection to pods like
+        ``pod`` (``kind``; ``unders``: the consolidateAfter windows of a consolidation solve, else
+        None). A node left out rejects such a pod for the whole solve: a monotone objection only
+        tightens as pods join it (:meth:`ExistingNode.can_add`). Remembered for the solves of a pass."""
+        windows = unders if pod.node_name else None  # the window only keeps running pods off
+        key = (kind, id(windows))
+        found = self._fitting.get(key)
+        if found is not None and found[0] is windows:
+            return found[1]
+        bases = self.bases
+        out: list[int] = []
+        for i, base in enumerate(bases):
+            unfit = base.known_unfit(windows[i] if windows is not None else False, pod, data, kind)
+            if unfit is None or not unfit.monotone:
+                out.append(i)
+        if len(self._fitting) >= MAX_FITTING:
+            self._fitting.clear()
+        self._fitting[key] = (windows, tuple(out))  # the entry keeps ``windows`` alive: its id stays valid
+        return self._fitting[key][1]
 
     def inside_windows(self, node_pools: Sequence[NodePool], now: float) -> tuple[bool, ...]:
         """Per node, whether it is inside its NodePool's consolidateAfter window at ``now`` (a
@@ -184,6 +216,7 @@ def existing_places(snapshot: Snapshot) -> Places:
 
 
 MAX_VERDICTS = 64  # pod kinds remembered per node (cleared at once when full)
+MAX_FITTING = 512  # (pod kind, windows) lists remembered per Places (cleared at once when full)
 
 # A number per distinct pod kind, never reused (a cleared table hands out new ones, so the
 # verdicts filed under old numbers are simply never found again).

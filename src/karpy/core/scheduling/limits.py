@@ -28,14 +28,26 @@ def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
 class _Tally:
     """Per-pool usage of one node tuple (kept alive, so the ids below stay valid)."""
 
-    __slots__ = ("by_id", "nodes", "usage")
+    __slots__ = ("_by_name", "by_id", "nodes", "usage")
 
-    def __init__(self, nodes: tuple[StateNode, ...]) -> None:
+    def __init__(self, nodes: tuple[StateNode, ...], usage: dict[str, dict[str, int]] | None = None) -> None:
         self.nodes = nodes
         self.by_id = dict(zip(map(id, nodes), nodes, strict=True))
-        self.usage: dict[str, dict[str, int]] = {}
-        for node in nodes:
-            _count(self.usage, node, 1)
+        self._by_name: dict[str, list[StateNode]] | None = None
+        if usage is None:
+            usage = {}
+            for node in nodes:
+                _count(usage, node, 1)
+        self.usage = usage
+
+    def named(self, names: frozenset[str]) -> list[StateNode]:
+        """The nodes whose names are in ``names`` (in no particular order: sums do not care)."""
+        index = self._by_name
+        if index is None:
+            index = self._by_name = {}
+            for node in self.nodes:
+                index.setdefault(node.name, []).append(node)
+        return [node for name in names for node in index.get(name, ())]
 
 
 def _count(usage: dict[str, dict[str, int]], node: StateNode, sign: int) -> None:
@@ -56,13 +68,17 @@ def pool_usages(
     ``nodes`` whose names are not in ``without``. The solves of a disruption pass count snapshots
     that differ by a node or two from the last full count: its sums are corrected by the nodes
     in and out (exact: integer sums, nodes by identity). Callers must not modify the result."""
-    if without:
-        usage = {name: dict(counts) for name, counts in pool_usages(nodes).items()}
-        for node in nodes:
-            if node.name in without:
-                _count(usage, node, -1)
-        return usage
     nodes = tuple(nodes)
+    if without:
+        ref = _LAST[0] if _LAST else None
+        if ref is None or ref.nodes is not nodes:
+            # the solves of a pass subtract different nodes from one tuple: keep its tally
+            ref = _Tally(nodes, pool_usages(nodes))
+            _LAST[:] = [ref]
+        usage = {name: dict(counts) for name, counts in ref.usage.items()}
+        for node in ref.named(without):
+            _count(usage, node, -1)
+        return usage
     if _LAST:
         ref = _LAST[0]
         if ref.nodes is nodes:

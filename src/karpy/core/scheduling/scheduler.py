@@ -25,6 +25,7 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from karpy.core.scheduling import daemons, podinfo, preferences
 from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
@@ -56,6 +57,8 @@ from karpy.model.resources import CPU, MEMORY, Resources
 from karpy.model.taints import PREFER_NO_SCHEDULE
 
 __all__ = ["FAST_PATHS", "order_pools", "queue_order", "solve"]
+
+T = TypeVar("T")
 
 FAST_PATHS = True  # False: try every place one by one (the reference path the property tests compare)
 
@@ -106,6 +109,30 @@ class _Queue:
         self.last_len[Topology.uid(pod)] = len(self.pods)
 
 
+@dataclass(slots=True)
+class _Scan:
+    """The existing-node walk of pods with one signature and requests in one solve: the nodes that
+    may take them (in order), those that rejected them for good, and where the walk starts."""
+
+    order: Sequence[int]
+    kind: int
+    dead: set[int] = dataclasses.field(default_factory=set)
+    start: int = 0  # positions of ``order`` before this are all dead
+
+
+def _cut(items: Sequence[T], removed: Sequence[int]) -> Sequence[T]:
+    """``items`` without the ascending indices ``removed`` (the same object when none)."""
+    if not removed:
+        return items
+    out: list[T] = []
+    last = 0
+    for i in removed:
+        out.extend(items[last:i])
+        last = i + 1
+    out.extend(items[last:])
+    return out
+
+
 class _Stopped(Exception):
     """Raised when a solve opens a new NodeClaim its ``StopWhen`` names (the reason is the arg)."""
 
@@ -135,12 +162,8 @@ class _Solver:
             t.effect == PREFER_NO_SCHEDULE for p in self.pools for t in p.taints
         )
         places = existing_places(full)
-        keep = [i for i, n in enumerate(places.active) if n.name not in without] if without else None
-        if keep is not None:
-            active = [places.active[i] for i in keep]
-            bases = [places.bases[i] for i in keep]
-        else:
-            active, bases = list(places.active), places.bases
+        removed = places.positions(without) if without else []
+        active, bases = _cut(places.active, removed), _cut(places.bases, removed)
         self.topology = Topology(
             snapshot=snapshot,
             nodes=active,
@@ -150,12 +173,16 @@ class _Solver:
             ),
             pods=pods,
             respect_preferences=self.respect,
+            whole=(places.active, full.nodes) if FAST_PATHS and isinstance(full.nodes, tuple) else None,
+            without=without,
         )
         # consolidation moves no running pods onto a node inside its consolidateAfter window
         unders: Sequence[bool] = [False] * len(active)
+        inside: tuple[bool, ...] | None = None
         if consolidation:
             inside = places.inside_windows(full.node_pools, full.now)
-            unders = inside if keep is None else [inside[i] for i in keep]
+            unders = _cut(inside, removed)
+        self.places, self.removed, self.inside = places, removed, inside
         # Existing nodes are built when a pod gets past what their NodeBase answers (FAST_PATHS):
         # most nodes of a consolidation solve are never asked more.
         self.states = active
@@ -188,7 +215,7 @@ class _Solver:
         self.placed = 0  # successful placements so far: any state change
         self.failures: dict[object, tuple[int, dict[str, str], tuple[str, ...]]] = {}
         self.live: dict[object, tuple[int, dict[int, ClaimInProgress]]] = {}
-        self.existing_scan: dict[object, list[object]] = {}
+        self.existing_scan: dict[object, _Scan] = {}
         self.data: dict[str, PodData] = {}
         self.data_by_spec: dict[object, PodData] = {}
         self.specs: dict[tuple[object, ...], tuple[object, ...]] = {}
@@ -238,35 +265,27 @@ class _Solver:
 
     def _on_existing(self, pod: Pod, data: PodData, reasons: dict[str, str]) -> bool:
         """First fit over existing nodes, skipping those that rejected this signature for good."""
+        if not FAST_PATHS:
+            return self._on_existing_each(pod, data, reasons)
         nodes = self.existing
         scan = self.existing_scan.get((data.signature, data.requests))
         if scan is None:
-            scan = self.existing_scan[(data.signature, data.requests)] = [0, set(), pod_kind(pod, data)]
-        start: int = scan[0]  # type: ignore[assignment]
-        dead: set[int] = scan[1]  # type: ignore[assignment]
-        kind: int = scan[2]  # type: ignore[assignment]
-        failed = start
-        first: int | None = 0 if start else None
-        first_text = ""
+            scan = self.existing_scan[(data.signature, data.requests)] = self._scan(pod, data)
+        order, dead, kind = scan.order, scan.dead, scan.kind
         prefix = True
         # topology verdicts of this call (no count changes): key -> node domains (ExistingNode.domain)
         blocked: dict[str, set[tuple[object, ...]]] = {}
         bases, unders = self.bases, self.unders
-        for i in range(start, len(nodes)):
-            node = nodes[i]
+        for position in range(scan.start, len(order)):
+            i = order[position]
             if i in dead:
-                failed += 1
-                if first is None:
-                    first = i
                 if prefix:
-                    scan[0] = i + 1
+                    scan.start = position + 1
                 continue
+            node = nodes[i]
             if blocked and any(
                 (node.domain(k) if node is not None else bases[i].domain(k)) in d for k, d in blocked.items()
             ):
-                failed += 1
-                if first is None:
-                    first = i
                 prefix = False
                 continue
             # a node no pod joined yet answers as in earlier solves (shared: never raised)
@@ -277,7 +296,7 @@ class _Solver:
                         self.states[i], bases[i], self.topology, unders[i]
                     )
             else:
-                exc = node.known_unfit(pod, data, kind) if FAST_PATHS else None
+                exc = node.known_unfit(pod, data, kind)
             if exc is None:
                 assert node is not None
                 try:
@@ -285,16 +304,13 @@ class _Solver:
                 except Unfit as caught:
                     exc = caught
             if exc is not None:
-                failed += 1
-                if first is None:
-                    first, first_text = i, f"{self.states[i].name}: {exc}"
-                if exc.monotone and FAST_PATHS:
+                if exc.monotone:
                     dead.add(i)
                     if prefix:
-                        scan[0] = i + 1
+                        scan.start = position + 1
                 else:
                     prefix = False
-                    if exc.domains is not None and FAST_PATHS:
+                    if exc.domains is not None:
                         assert node is not None  # only a topology check names domains
                         key = exc.domains[0]
                         blocked.setdefault(key, set()).add(node.domain(key))
@@ -302,12 +318,45 @@ class _Solver:
             assert node is not None
             node.add(pod, data, reqs)
             return True
-        if first is not None:
-            if not first_text:
-                first_text = f"{self.states[first].name}: {self._why_existing(first, pod, data, kind)}"
-            reasons["existing nodes"] = (
-                first_text if failed == 1 else f"{failed} nodes did not fit, e.g. {first_text}"
-            )
+        self._existing_reason(pod, data, kind, reasons)
+        return False
+
+    def _scan(self, pod: Pod, data: PodData) -> _Scan:
+        """Where pods like ``pod`` may fit: the pass's :meth:`Places.fitting` in this solve's indices."""
+        kind = pod_kind(pod, data)
+        fitting = self.places.fitting(self.inside, pod, data, kind)
+        removed = self.removed
+        if not removed:
+            return _Scan(fitting, kind)
+        order: list[int] = []
+        cut = 0  # removed indices below i
+        for i in fitting:
+            while cut < len(removed) and removed[cut] < i:
+                cut += 1
+            if cut < len(removed) and removed[cut] == i:
+                continue
+            order.append(i - cut)
+        return _Scan(order, kind)
+
+    def _existing_reason(self, pod: Pod, data: PodData, kind: int, reasons: dict[str, str]) -> None:
+        """Why no existing node took the pod: every one failed, so name the first and count them."""
+        if not self.existing:
+            return
+        first = f"{self.states[0].name}: {self._why_existing(0, pod, data, kind)}"
+        count = len(self.existing)
+        reasons["existing nodes"] = first if count == 1 else f"{count} nodes did not fit, e.g. {first}"
+
+    def _on_existing_each(self, pod: Pod, data: PodData, reasons: dict[str, str]) -> bool:
+        """The reference first fit: every existing node in order (``FAST_PATHS = False``)."""
+        for node in self.existing:
+            assert node is not None  # the reference path builds every node up front
+            try:
+                reqs = node.can_add(pod, data)
+            except Unfit:
+                continue
+            node.add(pod, data, reqs)
+            return True
+        self._existing_reason(pod, data, pod_kind(pod, data), reasons)
         return False
 
     def _why_existing(self, index: int, pod: Pod, data: PodData, kind: int) -> str:
