@@ -13,6 +13,7 @@ existing nodes. Used by :mod:`karpy.core.scheduling.scheduler`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
 from karpy.core.scheduling.podinfo import signature
@@ -290,8 +291,69 @@ def _node_view(key: str, node_filter: NodeFilter) -> _NodeView:
     return found
 
 
+@dataclass(slots=True)
+class _FullCount:
+    """One group's count over a whole snapshot, excluding no pod: per domain, the nodes that
+    register it and the matched bound pods counted in it."""
+
+    registered: dict[str, int]
+    pods: dict[str, int]
+
+
+class _Whole:
+    """The nodes of a whole snapshot that the solves of a pass take some nodes out of
+    (``without``), with the group counts over all of them (:meth:`count`). A solve's count is
+    the whole count minus the nodes it lacks and the pods it schedules; the order a group
+    learns its domains in does not matter (every reader sorts, or takes a minimum or a set)."""
+
+    __slots__ = ("active", "by_name", "counts", "nodes", "pods", "usable")
+
+    def __init__(
+        self, active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]
+    ) -> None:
+        self.active, self.nodes, self.pods = active, nodes, pods  # kept alive: the cache's ids stay valid
+        self.by_name = {n.name: n for n in nodes}
+        # repeated names, or a name with ":" (see Topology._plain): only the plain count will do
+        self.usable = len(self.by_name) == len(nodes) and ":" not in "".join(self.by_name)
+        self.counts: dict[object, _FullCount] = {}
+
+    def count(self, key: object, group: TopologyGroup, view: _NodeView, bound: _BoundIndex) -> _FullCount:
+        found = self.counts.get(key)
+        if found is not None:
+            return found
+        registered: dict[str, int] = {}
+        for domain in view.registered(self.active):
+            registered[domain] = registered.get(domain, 0) + 1
+        pods: dict[str, int] = {}
+        if group.selector is not None:
+            for matched in bound.matching(group.namespaces, group.selector):
+                for name, count in matched.per_node.items():
+                    state = self.by_name.get(name)
+                    where = view.counted(state) if state is not None else None
+                    if where is not None:
+                        pods[where] = pods.get(where, 0) + count
+        if len(self.counts) >= _MAX_WHOLE_COUNTS:
+            self.counts.clear()
+        found = self.counts[key] = _FullCount(registered, pods)
+        return found
+
+
+_MAX_WHOLE_COUNTS = 256  # groups remembered per whole snapshot
+_WHOLE: IdentityCache[_Whole] = IdentityCache(4)
+
+
+def _whole(active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]) -> _Whole:
+    return _WHOLE.get(
+        (by_identity(active), by_identity(nodes), by_identity(pods)), lambda: _Whole(active, nodes, pods)
+    )
+
+
 class Topology:
-    """All topology groups of one solve, indexed by owner, by key and by selected pod labels."""
+    """All topology groups of one solve, indexed by owner, by key and by selected pod labels.
+
+    ``whole``: the solver's existing nodes of the snapshot before the ``without`` nodes were
+    taken out (``snapshot`` is then that snapshot without them); group counts then start from
+    the whole snapshot's, shared by the solves of a disruption pass."""
 
     def __init__(
         self,
@@ -301,6 +363,8 @@ class Topology:
         domain_groups: dict[str, DomainGroup],
         pods: Sequence[Pod],
         respect_preferences: bool,
+        whole: tuple[tuple[StateNode, ...], tuple[StateNode, ...]] | None = None,
+        without: frozenset[str] = frozenset(),
     ) -> None:
         self._snapshot = snapshot
         self._nodes = nodes
@@ -326,6 +390,14 @@ class Topology:
         self._node_reqs: dict[str, Requirements] = {}
         self._excluded = frozenset(p.uid or p.key for p in pods)
         self._bound = _bound_index(snapshot.pods)
+        self._whole: _Whole | None = None
+        self._without = without
+        self._without_active: list[StateNode] = []
+        if whole is not None and isinstance(snapshot.pods, tuple) and not self._plain:
+            found = _whole(whole[0], whole[1], snapshot.pods)
+            if found.usable:
+                self._whole = found
+                self._without_active = [n for n in found.active if n.name in without] if without else []
         self._track_existing_anti_affinity()
         for pod in pods:
             self.update(pod)
@@ -487,6 +559,9 @@ class Topology:
             self._count_plain(group)
             return
         view = _node_view(group.key, group.node_filter)
+        if self._whole is not None:
+            self._count_from_whole(group, view, self._whole)
+            return
         group.register(*view.registered(self._nodes))
         if group.selector is None:
             return
@@ -502,6 +577,47 @@ class Topology:
                 domain = counted(state)
                 if domain is not None:
                     group.record_count(domain, count)
+
+    def _count_from_whole(self, group: TopologyGroup, view: _NodeView, whole: _Whole) -> None:
+        """:meth:`_count` as the whole snapshot's count less the nodes taken out and the pods
+        being scheduled (still counted where they are bound in the whole count)."""
+        full = whole.count(self._hash(group), group, view, self._bound)
+        registered = full.registered
+        if self._without_active:
+            registered = dict(registered)
+            for state in self._without_active:
+                for domain in view.registered((state,)):
+                    left = registered[domain] - 1
+                    if left:
+                        registered[domain] = left
+                    else:
+                        del registered[domain]
+        group.register(*registered)
+        if group.selector is None:
+            return
+        counts = full.pods
+        copied = False
+        without, excluded, by_name, counted = self._without, self._excluded, whole.by_name, view.counted
+        for matched in self._bound.matching(group.namespaces, group.selector):
+            # the node names of the pods this solve does not count: all on the nodes taken out,
+            # and those being scheduled wherever else they are bound
+            gone = [name for name in without for _ in matched.positions.get(name, ())]
+            for uid in excluded & matched.uids if excluded else ():
+                for position in matched.where[uid]:
+                    name = matched.pods[position][1]
+                    if name not in without:
+                        gone.append(name)
+            for name in gone:
+                node = by_name.get(name)
+                where = counted(node) if node is not None else None
+                if where is None:
+                    continue
+                if not copied:
+                    counts, copied = dict(counts), True
+                counts[where] -= 1
+        for domain, count in counts.items():
+            if count > 0:
+                group.record_count(domain, count)
 
     def _count_plain(self, group: TopologyGroup) -> None:
         """The count without shared caches (the reference :meth:`_count` must equal)."""
