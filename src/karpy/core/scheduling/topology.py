@@ -339,7 +339,7 @@ class _Whole:
 
 
 _MAX_WHOLE_COUNTS = 256  # groups remembered per whole snapshot
-_WHOLE: IdentityCache[_Whole] = IdentityCache(4)
+_WHOLE: IdentityCache[_Whole] = IdentityCache(2)  # a pass uses one, a provisioning solve another
 
 
 def _whole(active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]) -> _Whole:
