@@ -391,3 +391,15 @@ def test_the_walk_skips_only_nodes_with_a_lasting_objection() -> None:
     windows = (False, False, True, False)
     assert fitting(b.pod("moved", cpu="50m", node_name="x"), windows) == ["b-full", "d-open"]
     assert fitting(b.pod("moved", cpu="50m"), windows) == ["b-full", "c-port", "d-open"]
+
+
+def test_nodes_without_keeps_the_order_of_the_rest() -> None:
+    """``Places.nodes_without`` is the snapshot's node tuple filtered by name (every node of a
+    repeated name goes), in the snapshot's order."""
+    forget()
+    nodes = [b.node(name) for name in ("d", "a", "c", "a", "b")]
+    snap = b.snapshot(pools=[], types=[], nodes=nodes)
+    assert [n.name for n in snap.nodes] == ["d", "a", "c", "a", "b"]
+    places = existing.existing_places(snap)
+    for names in (frozenset(), frozenset({"a"}), frozenset({"d", "b", "gone"}), frozenset("abcd")):
+        assert places.nodes_without(names) == tuple(n for n in snap.nodes if n.name not in names), names

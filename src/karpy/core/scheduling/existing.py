@@ -20,6 +20,7 @@ import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from karpy.core import lifecycle
 from karpy.core.scheduling import daemons, podinfo
@@ -39,6 +40,7 @@ __all__ = [
     "ExistingNode",
     "NodeBase",
     "Places",
+    "cut",
     "existing_places",
     "in_consolidate_window",
     "node_base",
@@ -46,6 +48,8 @@ __all__ = [
     "register_hostnames",
     "scheduling_taints",
 ]
+
+T = TypeVar("T")
 
 EPHEMERAL_TAINT_KEYS = frozenset(
     {
@@ -151,9 +155,11 @@ class Places:
     Shared by the solves of a pass (per node tuple), which take some nodes out and keep the
     order of the rest."""
 
-    __slots__ = ("_fitting", "_positions", "_windows", "active", "bases")
+    __slots__ = ("_fitting", "_node_positions", "_positions", "_windows", "active", "bases", "nodes")
 
     def __init__(self, snapshot: Snapshot) -> None:
+        self.nodes = snapshot.nodes
+        self._node_positions: dict[str, list[int]] | None = None
         active = [n for n in snapshot.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
         active.sort(key=lambda n: (not n.initialized, n.name))
         self.active: tuple[StateNode, ...] = tuple(active)
@@ -171,6 +177,15 @@ class Places:
             for i, state in enumerate(self.active):
                 index.setdefault(state.name, []).append(i)
         return sorted(i for name in names for i in index.get(name, ()))
+
+    def nodes_without(self, names: frozenset[str]) -> tuple[StateNode, ...]:
+        """The snapshot's nodes (all of them, in order) but those named in ``names``."""
+        index = self._node_positions
+        if index is None:
+            index = self._node_positions = {}
+            for i, state in enumerate(self.nodes):
+                index.setdefault(state.name, []).append(i)
+        return tuple(cut(self.nodes, sorted(i for name in names for i in index.get(name, ()))))
 
     def fitting(self, unders: tuple[bool, ...] | None, pod: Pod, data: PodData, kind: int) -> tuple[int, ...]:
         """The indices of the nodes whose :class:`NodeBase` has no lasting objection to pods like
@@ -206,6 +221,19 @@ class Places:
 
 
 _PLACES: IdentityCache[Places] = IdentityCache(4)
+
+
+def cut(items: Sequence[T], removed: Sequence[int]) -> Sequence[T]:
+    """``items`` without the ascending indices ``removed`` (the same object when none)."""
+    if not removed:
+        return items
+    out: list[T] = []
+    last = 0
+    for i in removed:
+        out.extend(items[last:i])
+        last = i + 1
+    out.extend(items[last:])
+    return out
 
 
 def existing_places(snapshot: Snapshot) -> Places:

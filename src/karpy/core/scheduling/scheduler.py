@@ -25,13 +25,13 @@ import dataclasses
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from karpy.core.scheduling import daemons, podinfo, preferences
 from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import (
     ExistingNode,
+    cut,
     existing_places,
     pod_kind,
     register_hostnames,
@@ -57,8 +57,6 @@ from karpy.model.resources import CPU, MEMORY, Resources
 from karpy.model.taints import PREFER_NO_SCHEDULE
 
 __all__ = ["FAST_PATHS", "order_pools", "queue_order", "solve"]
-
-T = TypeVar("T")
 
 FAST_PATHS = True  # False: try every place one by one (the reference path the property tests compare)
 
@@ -120,19 +118,6 @@ class _Scan:
     start: int = 0  # positions of ``order`` before this are all dead
 
 
-def _cut(items: Sequence[T], removed: Sequence[int]) -> Sequence[T]:
-    """``items`` without the ascending indices ``removed`` (the same object when none)."""
-    if not removed:
-        return items
-    out: list[T] = []
-    last = 0
-    for i in removed:
-        out.extend(items[last:i])
-        last = i + 1
-    out.extend(items[last:])
-    return out
-
-
 class _Stopped(Exception):
     """Raised when a solve opens a new NodeClaim its ``StopWhen`` names (the reason is the arg)."""
 
@@ -148,8 +133,9 @@ class _Solver:
         without: frozenset[str] = frozenset(),
     ) -> None:
         full = snapshot
+        places = existing_places(full)
         if without:
-            snapshot = dataclasses.replace(full, nodes=tuple(n for n in full.nodes if n.name not in without))
+            snapshot = dataclasses.replace(full, nodes=places.nodes_without(without))
         self.snapshot = snapshot
         self.stop = stop
         self.well_known = snapshot.well_known
@@ -161,9 +147,8 @@ class _Solver:
         self.prefer_no_schedule_pools = any(
             t.effect == PREFER_NO_SCHEDULE for p in self.pools for t in p.taints
         )
-        places = existing_places(full)
         removed = places.positions(without) if without else []
-        active, bases = _cut(places.active, removed), _cut(places.bases, removed)
+        active, bases = cut(places.active, removed), cut(places.bases, removed)
         self.topology = Topology(
             snapshot=snapshot,
             nodes=active,
@@ -181,7 +166,7 @@ class _Solver:
         inside: tuple[bool, ...] | None = None
         if consolidation:
             inside = places.inside_windows(full.node_pools, full.now)
-            unders = _cut(inside, removed)
+            unders = cut(inside, removed)
         self.places, self.removed, self.inside = places, removed, inside
         # Existing nodes are built when a pod gets past what their NodeBase answers (FAST_PATHS):
         # most nodes of a consolidation solve are never asked more.
@@ -329,13 +314,13 @@ class _Solver:
         if not removed:
             return _Scan(fitting, kind)
         order: list[int] = []
-        cut = 0  # removed indices below i
+        below = 0  # removed indices below i
         for i in fitting:
-            while cut < len(removed) and removed[cut] < i:
-                cut += 1
-            if cut < len(removed) and removed[cut] == i:
+            while below < len(removed) and removed[below] < i:
+                below += 1
+            if below < len(removed) and removed[below] == i:
                 continue
-            order.append(i - cut)
+            order.append(i - below)
         return _Scan(order, kind)
 
     def _existing_reason(self, pod: Pod, data: PodData, kind: int, reasons: dict[str, str]) -> None:

@@ -306,13 +306,14 @@ class _Whole:
     the whole count minus the nodes it lacks and the pods it schedules; the order a group
     learns its domains in does not matter (every reader sorts, or takes a minimum or a set)."""
 
-    __slots__ = ("active", "by_name", "counts", "nodes", "pods", "usable")
+    __slots__ = ("active", "active_names", "by_name", "counts", "nodes", "pods", "usable")
 
     def __init__(
         self, active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]
     ) -> None:
         self.active, self.nodes, self.pods = active, nodes, pods  # kept alive: the cache's ids stay valid
         self.by_name = {n.name: n for n in nodes}
+        self.active_names = frozenset(n.name for n in active)
         # repeated names, or a name with ":" (see Topology._plain): only the plain count will do
         self.usable = len(self.by_name) == len(nodes) and ":" not in "".join(self.by_name)
         self.counts: dict[object, _FullCount] = {}
@@ -336,6 +337,18 @@ class _Whole:
             self.counts.clear()
         found = self.counts[key] = _FullCount(registered, pods)
         return found
+
+
+class _NamesWithout:
+    """The whole snapshot's nodes by name, less the ``without`` ones: a solve's nodes by name."""
+
+    __slots__ = ("by_name", "without")
+
+    def __init__(self, by_name: dict[str, StateNode], without: frozenset[str]) -> None:
+        self.by_name, self.without = by_name, without
+
+    def get(self, name: str) -> StateNode | None:
+        return None if name in self.without else self.by_name.get(name)
 
 
 _MAX_WHOLE_COUNTS = 256  # groups remembered per whole snapshot
@@ -368,13 +381,26 @@ class Topology:
     ) -> None:
         self._snapshot = snapshot
         self._nodes = nodes
-        self._node_by_name = {n.name: n for n in nodes}
-        repeated = len(self._node_by_name) != len(nodes)
-        for node in snapshot.nodes:
-            self._node_by_name.setdefault(node.name, node)
-        # Names that could share an entry of the per-solve requirements cache of _count_plain
-        # (repeated names, a name "node:<other name>"): only the plain count reproduces that.
-        self._plain = repeated or ":" in "".join(self._node_by_name)
+        self._whole: _Whole | None = None
+        self._without = without
+        self._without_active: list[StateNode] = []
+        if whole is not None and isinstance(snapshot.pods, tuple):
+            found = _whole(whole[0], whole[1], snapshot.pods)
+            if found.usable:  # unique names without ":": so are the snapshot's, a subset of them
+                self._whole = found
+                self._without_active = [found.by_name[n] for n in without if n in found.active_names]
+        self._node_by_name: dict[str, StateNode] | _NamesWithout
+        if self._whole is not None:
+            self._node_by_name = _NamesWithout(self._whole.by_name, without)
+            self._plain = False
+        else:
+            self._node_by_name = by_name = {n.name: n for n in nodes}
+            repeated = len(by_name) != len(nodes)
+            for node in snapshot.nodes:
+                by_name.setdefault(node.name, node)
+            # Names that could share an entry of the per-solve requirements cache of _count_plain
+            # (repeated names, a name "node:<other name>"): only the plain count reproduces that.
+            self._plain = repeated or ":" in "".join(by_name)
         self._domain_groups = domain_groups
         self._respect = respect_preferences
         self.groups: dict[object, TopologyGroup] = {}
@@ -390,14 +416,6 @@ class Topology:
         self._node_reqs: dict[str, Requirements] = {}
         self._excluded = frozenset(p.uid or p.key for p in pods)
         self._bound = _bound_index(snapshot.pods)
-        self._whole: _Whole | None = None
-        self._without = without
-        self._without_active: list[StateNode] = []
-        if whole is not None and isinstance(snapshot.pods, tuple) and not self._plain:
-            found = _whole(whole[0], whole[1], snapshot.pods)
-            if found.usable:
-                self._whole = found
-                self._without_active = [n for n in found.active if n.name in without] if without else []
         self._track_existing_anti_affinity()
         for pod in pods:
             self.update(pod)
