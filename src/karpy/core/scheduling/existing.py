@@ -171,21 +171,15 @@ class Places:
 
     def positions(self, names: frozenset[str]) -> list[int]:
         """The ascending indices in ``active`` of the nodes named in ``names``."""
-        index = self._positions
-        if index is None:
-            index = self._positions = {}
-            for i, state in enumerate(self.active):
-                index.setdefault(state.name, []).append(i)
-        return sorted(i for name in names for i in index.get(name, ()))
+        if self._positions is None:
+            self._positions = _indices_by_name(self.active)
+        return _named(self._positions, names)
 
     def nodes_without(self, names: frozenset[str]) -> tuple[StateNode, ...]:
         """The snapshot's nodes (all of them, in order) but those named in ``names``."""
-        index = self._node_positions
-        if index is None:
-            index = self._node_positions = {}
-            for i, state in enumerate(self.nodes):
-                index.setdefault(state.name, []).append(i)
-        return tuple(cut(self.nodes, sorted(i for name in names for i in index.get(name, ()))))
+        if self._node_positions is None:
+            self._node_positions = _indices_by_name(self.nodes)
+        return tuple(cut(self.nodes, _named(self._node_positions, names)))
 
     def fitting(self, unders: tuple[bool, ...] | None, pod: Pod, data: PodData, kind: int) -> tuple[int, ...]:
         """The indices of the nodes whose :class:`NodeBase` has no lasting objection to pods like
@@ -205,8 +199,9 @@ class Places:
                 out.append(i)
         if len(self._fitting) >= MAX_FITTING:
             self._fitting.clear()
-        self._fitting[key] = (windows, tuple(out))  # the entry keeps ``windows`` alive: its id stays valid
-        return self._fitting[key][1]
+        kept = tuple(out)
+        self._fitting[key] = (windows, kept)  # the entry keeps ``windows`` alive: its id stays valid
+        return kept
 
     def inside_windows(self, node_pools: Sequence[NodePool], now: float) -> tuple[bool, ...]:
         """Per node, whether it is inside its NodePool's consolidateAfter window at ``now`` (a
@@ -221,6 +216,18 @@ class Places:
 
 
 _PLACES: IdentityCache[Places] = IdentityCache(4)
+
+
+def _indices_by_name(states: Sequence[StateNode]) -> dict[str, list[int]]:
+    index: dict[str, list[int]] = {}
+    for i, state in enumerate(states):
+        index.setdefault(state.name, []).append(i)
+    return index
+
+
+def _named(index: dict[str, list[int]], names: frozenset[str]) -> list[int]:
+    """The ascending indices of every node named in ``names`` (a repeated name: all of its)."""
+    return sorted(i for name in names for i in index.get(name, ()))
 
 
 def cut(items: Sequence[T], removed: Sequence[int]) -> Sequence[T]:
