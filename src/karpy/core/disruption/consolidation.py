@@ -60,7 +60,7 @@ MIN_SAVINGS_ANNOTATION = "karpy.sh/min-savings"
 class Simulation:
     results: Results
     stranded: tuple[str, ...]  # why some moved pods found no place (empty = all placed)
-    nowhere: room.Nowhere | None = None  # the solve was skipped: this moved pod fits no other node
+    nowhere: room.Nowhere | room.Crowded | None = None  # the solve was skipped: moved pods lack room
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +137,25 @@ _BOUND_CT_ANTI: IdentityCache[bool] = IdentityCache(4)
 _MENTIONS_CT: ObjectMemo[bool] = ObjectMemo(16384)
 
 
-def _nowhere_reason(nowhere: room.Nowhere) -> str:
+def _excluded(nowhere: room.Nowhere | room.Crowded) -> str:
+    return (
+        f"{nowhere.in_window} inside their consolidateAfter window, {nowhere.unready} not initialized, "
+        "the rest too full or tainted"
+    )
+
+
+def _nowhere_reason(nowhere: room.Nowhere | room.Crowded) -> str:
+    if isinstance(nowhere, room.Crowded):
+        then = f"would need a new node, and {_SPOT_GATE}" if nowhere.new_node else "no NodePool can take them"
+        return (
+            f"pods would not all fit elsewhere: {nowhere.count} moved pods ask for at least "
+            f"{nowhere.least.format()} each, and the {nowhere.others} other nodes ({_excluded(nowhere)}) "
+            f"have room for {nowhere.slots}; the rest {then}"
+        )
     then = f"would need a new node, and {_SPOT_GATE}" if nowhere.new_node else "no NodePool can take it"
     return (
         f"pods would not all fit elsewhere: {nowhere.pod} fits on none of the {nowhere.others} other "
-        f"nodes ({nowhere.in_window} inside their consolidateAfter window, the rest too full or "
-        f"tainted); it {then}"
+        f"nodes ({_excluded(nowhere)}); it {then}"
     )
 
 

@@ -4,29 +4,41 @@ A consolidation solve first tries every existing node for each pod. Some objecti
 the whole solve, whatever is placed before and however the pod's preferences are relaxed: a
 node inside its consolidateAfter window takes no running pod, a node's free resources only
 shrink as pods join it, and relaxation never tolerates a NoSchedule or NoExecute taint. A
-moved pod that every other node refuses for such a reason can only end in a new NodeClaim or
-stay unplaced. When, besides, every NodePool the pod could open a NodeClaim in is one whose
-first claim stops the solve (``StopWhen.any_claim_of``, the spot-to-spot gate), the answer
-of ``consolidation.compute`` is certainly None, and :func:`unplaceable` says so without the
-solve. The solves of a pass share one :class:`_PassRoom` (per snapshot object), which
-remembers per pod kind the nodes with room.
+moved pod may land on a node that is not initialized yet, but ``consolidation.simulate`` then
+counts it as stranded, so such a node is no way out either. A moved pod that every other node
+refuses for such a reason can only end in a new NodeClaim or stay unplaced. When, besides,
+every NodePool the pod could open a NodeClaim in is one whose first claim stops the solve
+(``StopWhen.any_claim_of``, the spot-to-spot gate), the answer of ``consolidation.compute``
+is certainly None, and :func:`unplaceable` says so without the solve. The solves of a pass
+share one :class:`_PassRoom` (per snapshot object), which remembers per pod kind the nodes
+with room and per pod size their slots.
+
+Room for each moved pod alone is not enough: the moved pods share the free room of the other
+nodes. :func:`unplaceable` also counts, for each size ``r`` among the moved pods, how many of
+them ask for at least ``r`` in every resource ``r`` names, and how many such pods the other
+nodes could hold at most (per node ``min_k floor(free_k / r_k)``). Any placement a solve could
+find, in any order and with any relaxation, puts at most that many there; more pods than slots
+(:class:`Crowded`) means the solve would end without placing them all. Pending pods and the
+pods of deleting nodes are left out of the count, which only adds room, so the bound stays
+certain.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.existing import NodeBase, existing_places
-from karpy.core.scheduling.podinfo import pod_requests
+from karpy.core.scheduling.podinfo import pod_requests, with_pod_slot
 from karpy.core.scheduling.results import StopWhen
 from karpy.core.snapshot import Snapshot
 from karpy.model.objects import NodePool, Pod
 from karpy.model.resources import Resources
 from karpy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint, Toleration, tolerates
 
-__all__ = ["Nowhere", "unplaceable"]
+__all__ = ["Crowded", "Nowhere", "unplaceable"]
 
 _HARD = (NO_SCHEDULE, NO_EXECUTE)
 
@@ -43,17 +55,35 @@ class Nowhere:
     pod: str  # namespace/name
     others: int  # the other nodes a solve would try
     in_window: int  # of which inside their consolidateAfter window
+    unready: int  # of which, outside it, not initialized
     new_node: bool  # whether a NodePool (one that stops the solve) could take the pod
+
+
+@dataclass(frozen=True, slots=True)
+class Crowded:
+    """Moved pods that the other nodes cannot all take at once, each one alone would fit."""
+
+    count: int  # moved pods asking for at least ``least`` in each resource it names
+    least: Resources
+    slots: int  # how many such pods the other nodes could hold at most
+    others: int  # the other nodes a solve would try
+    in_window: int  # of which inside their consolidateAfter window
+    unready: int  # of which, outside it, not initialized
+    new_node: bool  # whether a NodePool (one that stops the solve) could take them
 
 
 @dataclass(slots=True)
 class _PassRoom:
-    open: list[tuple[str, NodeBase]]  # active nodes outside their consolidateAfter window
+    open: list[tuple[str, NodeBase]]  # initialized active nodes outside their consolidateAfter window
     window: frozenset[str]  # active nodes inside it
+    unready: frozenset[str]  # active nodes outside it that are not initialized
     names: frozenset[str]  # all active nodes
     pools: tuple[NodePool, ...]  # the NodePools a solve opens claims in
     fits: dict[tuple[Resources, tuple[Toleration, ...]], frozenset[str]] = field(default_factory=dict)
     claims: dict[tuple[tuple[Toleration, ...], frozenset[str]], bool] = field(default_factory=dict)
+    slots: dict[tuple[Resources, tuple[Toleration, ...]], tuple[int, dict[str, int]]] = field(
+        default_factory=dict
+    )
 
     def with_room(self, pod: Pod) -> frozenset[str]:
         """The open nodes whose free resources take the pod and whose hard taints it tolerates."""
@@ -69,6 +99,30 @@ class _PassRoom:
             )
         return found
 
+    def slots_for(self, least: Resources, tolerations: tuple[Toleration, ...]) -> tuple[int, dict[str, int]]:
+        """How many pods asking for at least ``least`` the open nodes could hold at most: the
+        total and, per node name with any, its share (so a solve's own candidates come off)."""
+        key = (least, tolerations)
+        found = self.slots.get(key)
+        if found is None:
+            asked = [(k, v) for k, v in least.items() if v > 0]
+            per_node: dict[str, int] = {}
+            for name, base in self.open:
+                if _refuses(base.taints, tolerations):
+                    continue
+                free = _free(base)
+                if free is None:
+                    continue
+                count = min(free.get(k, 0) // v for k, v in asked)
+                if count > 0:
+                    per_node[name] = per_node.get(name, 0) + count
+            found = self.slots[key] = (sum(per_node.values()), per_node)
+        return found
+
+    def counts(self, chosen: frozenset[str]) -> tuple[int, int, int]:
+        """The other nodes, those inside their window, those outside it not initialized."""
+        return len(self.names - chosen), len(self.window - chosen), len(self.unready - chosen)
+
     def claims_stop(self, pod: Pod, stop_pools: frozenset[str]) -> bool:
         """Whether every NodePool the pod could open or join a claim of stops the solve."""
         key = (pod.tolerations, stop_pools)
@@ -80,41 +134,90 @@ class _PassRoom:
         return found
 
 
+def _free(base: NodeBase) -> dict[str, int] | None:
+    """What the node has left for pods, or None when its own overhead already overflows it (it
+    then takes no pod: ``fits_with`` checks every resource the node's requests name)."""
+    available = base.available
+    free = dict(available.items())
+    for k, v in base.requests.items():
+        left = available.get(k, 0) - v
+        if left < 0:
+            return None
+        free[k] = left
+    return free
+
+
 _ROOMS: ObjectMemo[_PassRoom] = ObjectMemo(4)  # per snapshot object: the solves of one pass
 
 
 def _pass_room(snapshot: Snapshot) -> _PassRoom:
     places = existing_places(snapshot)  # the solver's existing nodes
     inside = places.inside_windows(snapshot.node_pools, snapshot.now)
+    # a moved pod placed on a node of this name is stranded (the test in consolidation.simulate)
+    by_name = {n.name: n for n in snapshot.nodes}
     open_nodes: list[tuple[str, NodeBase]] = []
     window: set[str] = set()
+    unready: set[str] = set()
     for state, base, under in zip(places.active, places.bases, inside, strict=True):
         if under:
             window.add(state.name)
+        elif not by_name[state.name].initialized:
+            unready.add(state.name)
         else:
             open_nodes.append((state.name, base))
     pools = tuple(p for p in snapshot.node_pools if not p.deleting and p.replicas is None)
-    names = frozenset(window).union(name for name, _ in open_nodes)
-    return _PassRoom(open_nodes, frozenset(window), names, pools)
+    names = frozenset(window).union(unready, (name for name, _ in open_nodes))
+    return _PassRoom(open_nodes, frozenset(window), frozenset(unready - window), names, pools)
 
 
 def unplaceable(
     snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Pod], stop: StopWhen
-) -> Nowhere | None:
-    """A ``moved`` pod that no node of ``snapshot`` but the ``chosen`` can take, in a consolidation
-    solve with ``stop`` whose answer is therefore certainly no; None when that is not certain."""
+) -> Nowhere | Crowded | None:
+    """Why the ``moved`` pods cannot all land on nodes of ``snapshot`` other than the ``chosen``,
+    in a consolidation solve with ``stop`` whose answer is therefore certainly no: one of them
+    fits on none (:class:`Nowhere`), or together they outnumber the room (:class:`Crowded`).
+    None when that is not certain."""
     room = _pass_room_of(snapshot)
     seen: set[tuple[Resources, tuple[Toleration, ...]]] = set()
+    bounded: dict[tuple[Toleration, ...], Counter[Resources]] = {}
     for pod in moved:
         if not pod.node_name:
             continue  # only running pods are kept off nodes inside their window
+        if not room.claims_stop(pod, stop.any_claim_of):
+            continue  # it could leave in a new NodeClaim
+        bounded.setdefault(pod.tolerations, Counter())[pod.requests] += 1
         key = (pod.requests, pod.tolerations)
         if key in seen:
             continue
         seen.add(key)
-        if not room.with_room(pod) - chosen and room.claims_stop(pod, stop.any_claim_of):
+        if not room.with_room(pod) - chosen:
             new_node = any(not _refuses(p.taints, pod.tolerations) for p in room.pools)
-            return Nowhere(pod.key, len(room.names - chosen), len(room.window - chosen), new_node)
+            return Nowhere(pod.key, *room.counts(chosen), new_node)
+    for tolerations, requests in bounded.items():
+        crowded = _crowded(room, chosen, tolerations, requests)
+        if crowded is not None:
+            return crowded
+    return None
+
+
+def _crowded(
+    room: _PassRoom, chosen: frozenset[str], tolerations: tuple[Toleration, ...], requests: Counter[Resources]
+) -> Crowded | None:
+    """More moved pods of at least some size than the other open nodes have slots of that size;
+    ``requests`` counts the moved pods by their containers' requests."""
+    if requests.total() < 2:
+        return None  # one pod alone: the per-pod check has answered
+    ordered = sorted(requests.items(), key=lambda item: sorted(item[0].items()))
+    sizes = [(with_pod_slot(r), n) for r, n in ordered]
+    for least, _ in sizes:
+        asked = [(k, v) for k, v in least.items() if v > 0]
+        count = sum(n for size, n in sizes if all(size.get(k, 0) >= v for k, v in asked))
+        total, per_node = room.slots_for(least, tolerations)
+        slots = total - sum(per_node.get(name, 0) for name in chosen)
+        if count <= slots:
+            continue
+        new_node = any(not _refuses(p.taints, tolerations) for p in room.pools)
+        return Crowded(count, least, slots, *room.counts(chosen), new_node)
     return None
 
 

@@ -17,7 +17,15 @@ from karpy.model.objects import Pod
 from karpy.model.requirements import Requirements
 from karpy.model.resources import PODS, Resources
 
-__all__ = ["PodData", "pod_data", "pod_requests", "signature", "strict_requirements", "validate"]
+__all__ = [
+    "PodData",
+    "pod_data",
+    "pod_requests",
+    "signature",
+    "strict_requirements",
+    "validate",
+    "with_pod_slot",
+]
 
 _ONE_POD = Resources({PODS: 1})
 
@@ -64,6 +72,11 @@ def _signature(pod: Pod) -> tuple[object, ...]:
 def pod_requests(pod: Pod) -> Resources:
     """A pod's scheduling requests plus the one ``pods`` slot it takes."""
     return pod.requests + _ONE_POD
+
+
+def with_pod_slot(requests: Resources) -> Resources:
+    """Container requests plus the one ``pods`` slot a pod takes (:func:`pod_requests`)."""
+    return requests + _ONE_POD
 
 
 def strict_requirements(pod: Pod) -> Requirements:

@@ -11,6 +11,7 @@ NodePools with minValues.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -104,13 +105,13 @@ def test_a_moved_pod_too_big_for_every_other_node_is_answered_without_a_solve() 
     sim = consolidation.simulate(
         snap, [s1], consolidation=True, stop=lambda pods: consolidation._stop_when(snap, pods, True)
     )
-    assert sim.nowhere == room.Nowhere("default/a", 1, 0, True)
+    assert sim.nowhere == room.Nowhere("default/a", 1, 0, 0, True)
     command, why = consolidation.compute(snap, [s1], method="test")
     assert command is None
     assert why == (
         "pods would not all fit elsewhere: default/a fits on none of the 1 other nodes (0 inside their "
-        "consolidateAfter window, the rest too full or tainted); it would need a new node, and "
-        + consolidation._SPOT_GATE
+        "consolidateAfter window, 0 not initialized, the rest too full or tainted); it would need a new "
+        "node, and " + consolidation._SPOT_GATE
     )
     with full_solves():
         assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
@@ -134,6 +135,67 @@ def test_nodes_inside_their_window_take_no_moved_pod_and_are_counted() -> None:
     assert "fits on none of the 1 other nodes (1 inside their consolidateAfter window" in why
     with full_solves():
         assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+
+
+def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve() -> None:
+    """s2 has 1200m free: either 700m pod alone fits there, both together do not."""
+    snap = spot_snapshot(
+        [b.running_pod(n, "s1", cpu="700m", memory="128Mi") for n in ("a", "b")]
+        + [b.running_pod("c", "s2", cpu="800m", memory="128Mi")]
+    )
+    s1 = next(c for c in graceful(snap) if c.name == "s1")
+    when = consolidation._stop_when(snap, s1.reschedulable, True)
+    assert when is not None
+    found = room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
+    assert isinstance(found, room.Crowded)
+    assert (found.count, found.slots, found.others, found.new_node) == (2, 1, 1, True)
+    command, why = consolidation.compute(snap, [s1], method="test")
+    assert command is None
+    assert why == (
+        "pods would not all fit elsewhere: 2 moved pods ask for at least cpu: 700m, memory: 128Mi, "
+        "pods: 1 each, and the 1 other nodes (0 inside their consolidateAfter window, 0 not "
+        "initialized, the rest too full or tainted) have room for 1; the rest would need a new node, "
+        "and " + consolidation._SPOT_GATE
+    )
+    with full_solves():
+        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+
+
+def test_two_moved_pods_that_fit_together_keep_the_solve() -> None:
+    snap = spot_snapshot(
+        [b.running_pod(n, "s1", cpu="600m", memory="128Mi") for n in ("a", "b")]
+        + [b.running_pod("c", "s2", cpu="800m", memory="128Mi")]
+    )
+    s1 = next(c for c in graceful(snap) if c.name == "s1")
+    when = consolidation._stop_when(snap, s1.reschedulable, True)
+    assert when is not None
+    assert room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when) is None
+    command, _ = consolidation.compute(snap, [s1], method="test")
+    assert command is not None and command.candidates == ("s1",)
+
+
+def test_a_node_not_initialized_is_no_way_out_for_a_moved_pod() -> None:
+    """The solve would place the pod on s2, and ``simulate`` would call it stranded there."""
+    managed = [
+        b.managed_node("s1", instance_type=SMALL, capacity_type=SPOT),
+        b.managed_node("s2", instance_type=SMALL, capacity_type=SPOT, initialized=False),
+    ]
+    snap = b.managed_snapshot(
+        pools=[b.disruption_pool()],
+        types=[SMALL, LARGE],
+        managed=managed,
+        pods=[b.running_pod("a", "s1", cpu="500m")],
+        now=NOW,
+    )
+    [s1] = graceful(snap)
+    command, why = consolidation.compute(snap, [s1], method="test")
+    assert command is None
+    assert "of the 1 other nodes (0 inside their consolidateAfter window, 1 not initialized" in why
+    with full_solves():
+        assert consolidation.compute(snap, [s1], method="test") == (
+            None,
+            "pods would not all fit elsewhere: default/a: would land on uninitialized node s2",
+        )
 
 
 def test_a_pool_that_could_replace_the_node_keeps_the_solve() -> None:
@@ -357,8 +419,9 @@ def test_every_single_node_option_is_the_same_with_and_without_the_stop(snap: Sn
 
 
 def shortcut_cluster(rng: random.Random) -> Snapshot:
-    """Spot nodes, some full, some inside their consolidateAfter window; NodePools that allow spot
-    everywhere, beside an on-demand one that is tainted or not (the shortcut must hold off then)."""
+    """Spot nodes, some full, some inside their consolidateAfter window, some not initialized;
+    NodePools that allow spot everywhere, beside an on-demand one that is tainted or not (the
+    shortcut must hold off then)."""
     types = [
         b.instance_type(
             name,
@@ -392,6 +455,7 @@ def shortcut_cluster(rng: random.Random) -> Snapshot:
                 instance_type=it,
                 zone=rng.choice(b.ZONES[:2]),
                 capacity_type=rng.choice([SPOT, SPOT, SPOT, OD]),
+                initialized=rng.random() < 0.8,
                 claim_overrides={"last_pod_event": rng.choice([None, NOW - 60, NOW - 600])},
             )
         )
@@ -410,12 +474,12 @@ def shortcut_cluster(rng: random.Random) -> Snapshot:
 
 
 def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> None:
-    fired = []
+    fired: list[room.Nowhere | room.Crowded | None] = []
     unplaceable = room.unplaceable
 
-    def counted(*args: Any) -> room.Nowhere | None:
+    def counted(*args: Any) -> room.Nowhere | room.Crowded | None:
         found = unplaceable(*args)
-        fired.append(found is not None)
+        fired.append(found)
         return found
 
     monkeypatch.setattr(room, "unplaceable", counted)
@@ -430,4 +494,59 @@ def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> N
         decided = compute(snap, NOW)
         with full_solves():
             assert compute(snap, NOW).command == decided.command
-    assert sum(fired) >= 40 and len(fired) - sum(fired) >= 40, (sum(fired), len(fired))
+    kinds = Counter(type(found).__name__ for found in fired)
+    unready = sum(1 for found in fired if found is not None and found.unready)
+    assert kinds["Nowhere"] >= 40 and kinds["Crowded"] >= 10 and kinds["NoneType"] >= 40, kinds
+    assert unready >= 10, unready
+
+
+def crowded_cluster(rng: random.Random) -> Snapshot:
+    """Spot nodes of 1 to 2 allocatable CPUs; the candidates' pods are of a few sizes, so they
+    often fit one by one but not all together (``room.Crowded``)."""
+    types = [b.instance_type("t4", cpu="4", memory="16Gi", offerings=[Offering(b.ZONES[0], SPOT, 0.2)])]
+    managed, pods = [], []
+    for i in range(rng.randint(2, 6)):
+        free = rng.choice([1000, 1500, 2000])
+        managed.append(
+            b.managed_node(
+                f"n{i}",
+                pool="default",
+                instance_type="t4",
+                capacity_type=SPOT,
+                initialized=rng.random() < 0.9,
+                allocatable={"cpu": f"{free}m", "memory": "8Gi", "pods": "110"},
+            )
+        )
+        for j in range(rng.randint(1, 3)):
+            milli = rng.choice([300, 500, 700])
+            if milli > free:
+                break
+            free -= milli
+            memory = rng.choice(["512Mi", "2Gi", "3Gi"])
+            pods.append(b.running_pod(f"n{i}-p{j}", f"n{i}", cpu=f"{milli}m", memory=memory, started=NOW))
+    return b.managed_snapshot(pools=[b.disruption_pool()], types=types, managed=managed, pods=pods, now=NOW)
+
+
+def test_the_count_of_slots_decides_what_the_full_solve_decides(monkeypatch: Any) -> None:
+    fired: list[room.Nowhere | room.Crowded | None] = []
+    unplaceable = room.unplaceable
+
+    def counted(*args: Any) -> room.Nowhere | room.Crowded | None:
+        found = unplaceable(*args)
+        fired.append(found)
+        return found
+
+    monkeypatch.setattr(room, "unplaceable", counted)
+    rng = random.Random(11)
+    for _ in range(200):
+        snap = crowded_cluster(rng)
+        for candidate in graceful(snap):
+            quick, why = consolidation.compute(snap, [candidate], method="test")
+            with full_solves():
+                full, _ = consolidation.compute(snap, [candidate], method="test")
+            assert quick == full, why
+        decided = compute(snap, NOW)
+        with full_solves():
+            assert compute(snap, NOW).command == decided.command
+    kinds = Counter(type(found).__name__ for found in fired)
+    assert kinds["Crowded"] >= 40 and kinds["NoneType"] >= 40, kinds
