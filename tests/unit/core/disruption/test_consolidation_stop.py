@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -473,7 +473,11 @@ def shortcut_cluster(rng: random.Random) -> Snapshot:
     return b.managed_snapshot(pools=pools, types=types, managed=managed, pods=pods, now=NOW)
 
 
-def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> None:
+def shortcut_against_full_solves(
+    monkeypatch: Any, clusters: Callable[[random.Random], Snapshot], seed: int, count: int
+) -> list[room.Nowhere | room.Crowded | None]:
+    """Every single-node option and every pass of ``count`` random clusters, with the shortcut
+    and with full solves: the same answers. Returns what the shortcut said each time."""
     fired: list[room.Nowhere | room.Crowded | None] = []
     unplaceable = room.unplaceable
 
@@ -483,9 +487,9 @@ def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> N
         return found
 
     monkeypatch.setattr(room, "unplaceable", counted)
-    rng = random.Random(7)
-    for _ in range(150):
-        snap = shortcut_cluster(rng)
+    rng = random.Random(seed)
+    for _ in range(count):
+        snap = clusters(rng)
         for candidate in graceful(snap):
             quick, why = consolidation.compute(snap, [candidate], method="test")
             with full_solves():
@@ -494,6 +498,11 @@ def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> N
         decided = compute(snap, NOW)
         with full_solves():
             assert compute(snap, NOW).command == decided.command
+    return fired
+
+
+def test_the_shortcut_decides_what_the_full_solve_decides(monkeypatch: Any) -> None:
+    fired = shortcut_against_full_solves(monkeypatch, shortcut_cluster, 7, 150)
     kinds = Counter(type(found).__name__ for found in fired)
     unready = sum(1 for found in fired if found is not None and found.unready)
     assert kinds["Nowhere"] >= 40 and kinds["Crowded"] >= 10 and kinds["NoneType"] >= 40, kinds
@@ -528,25 +537,6 @@ def crowded_cluster(rng: random.Random) -> Snapshot:
 
 
 def test_the_count_of_slots_decides_what_the_full_solve_decides(monkeypatch: Any) -> None:
-    fired: list[room.Nowhere | room.Crowded | None] = []
-    unplaceable = room.unplaceable
-
-    def counted(*args: Any) -> room.Nowhere | room.Crowded | None:
-        found = unplaceable(*args)
-        fired.append(found)
-        return found
-
-    monkeypatch.setattr(room, "unplaceable", counted)
-    rng = random.Random(11)
-    for _ in range(200):
-        snap = crowded_cluster(rng)
-        for candidate in graceful(snap):
-            quick, why = consolidation.compute(snap, [candidate], method="test")
-            with full_solves():
-                full, _ = consolidation.compute(snap, [candidate], method="test")
-            assert quick == full, why
-        decided = compute(snap, NOW)
-        with full_solves():
-            assert compute(snap, NOW).command == decided.command
+    fired = shortcut_against_full_solves(monkeypatch, crowded_cluster, 11, 200)
     kinds = Counter(type(found).__name__ for found in fired)
     assert kinds["Crowded"] >= 40 and kinds["NoneType"] >= 40, kinds
