@@ -92,20 +92,23 @@ def simulate(
     chosen: Sequence[Candidate],
     *,
     consolidation: bool,
-    stop: Callable[[Sequence[Pod]], StopWhen | None] | None = None,
+    stop: Callable[[Sequence[Sequence[Pod]]], StopWhen | None] | None = None,
 ) -> Simulation:
     """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes.
 
-    ``stop`` (given the pods to place) may end the solve early; see ``Results.stopped``. With a
-    stop, a consolidation solve whose answer :func:`karpy.core.disruption.room.unplaceable`
-    already knows is not run: ``nowhere`` says why, and the results are empty.
+    ``stop`` (given the pods to place, in the tuples they come in: the pending pods, each
+    candidate's moved pods, each deleting node's pods) may end the solve early; see
+    ``Results.stopped``. With a stop, a consolidation solve whose answer
+    :func:`karpy.core.disruption.room.unplaceable` already knows is not run: ``nowhere`` says
+    why, and the results are empty.
     """
     names = {c.name for c in chosen}
     shared = _SHARED.get(snapshot, lambda: _shared(snapshot))
+    deleting = [pods for name, pods in shared.deleting if name not in names]
+    groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
     moved = [p for c in chosen for p in c.reschedulable]
-    from_deleting = [p for name, pods in shared.deleting if name not in names for p in pods]
-    pods = [*shared.pending, *moved, *from_deleting]
-    when = stop(pods) if stop is not None else None
+    pods = [*shared.pending, *moved, *(p for group in deleting for p in group)]
+    when = stop(groups) if stop is not None else None
     if when is not None and consolidation:
         nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
         if nowhere is not None:
@@ -133,8 +136,11 @@ _SPOT_GATE_NEW_NODE = "would need a new node, and " + _SPOT_GATE
 _POOL_FACTS: IdentityCache[tuple[bool, frozenset[str]]] = IdentityCache()
 # Per bound-pod tuple: whether a bound pod's required anti-affinity is keyed on capacity type.
 _BOUND_CT_ANTI: IdentityCache[bool] = IdentityCache(4)
-# Per pod object: whether it names the capacity-type key (asked for every pod of every solve).
+# Per pod object: whether it names the capacity-type key.
 _MENTIONS_CT: ObjectMemo[bool] = ObjectMemo(16384)
+# Per pod tuple (the pending pods of a pass, a candidate's moved pods, a deleting node's pods):
+# whether one of them names it (asked for every solve; the tuples outlive a pass).
+_GROUP_MENTIONS_CT: ObjectMemo[bool] = ObjectMemo(4096)
 
 
 def _excluded(nowhere: room.Nowhere | room.Crowded) -> str:
@@ -159,8 +165,9 @@ def _nowhere_reason(nowhere: room.Nowhere | room.Crowded) -> str:
     )
 
 
-def _stop_when(snapshot: Snapshot, pods: Sequence[Pod], spot_gate: bool) -> StopWhen | None:
-    """When a consolidation solve can stop because ``compute``'s answer is already None.
+def _stop_when(snapshot: Snapshot, groups: Sequence[Sequence[Pod]], spot_gate: bool) -> StopWhen | None:
+    """When a consolidation solve of the pods in ``groups`` can stop because ``compute``'s answer
+    is already None.
 
     ``compute`` refuses two or more new NodeClaims, so the solve may stop at the second,
     unless finalizing could drop a claim (only minValues can): no stop then. Under the
@@ -177,7 +184,7 @@ def _stop_when(snapshot: Snapshot, pods: Sequence[Pod], spot_gate: bool) -> Stop
     if (
         not spot_gate
         or not spot_pools
-        or any(_MENTIONS_CT.get(p, functools.partial(_mentions_capacity_type, p)) for p in pods)
+        or any(_GROUP_MENTIONS_CT.get(g, functools.partial(_any_mentions_capacity_type, g)) for g in groups)
         or _BOUND_CT_ANTI.get(
             (by_identity(snapshot.pods),),
             lambda: any(
@@ -209,6 +216,10 @@ def _pool_facts(snapshot: Snapshot) -> tuple[bool, frozenset[str]]:
         if siblings:
             spot_pools.add(pool.name)
     return no_min_values, frozenset(spot_pools)
+
+
+def _any_mentions_capacity_type(pods: Sequence[Pod]) -> bool:
+    return any(_MENTIONS_CT.get(p, functools.partial(_mentions_capacity_type, p)) for p in pods)
 
 
 def _mentions_capacity_type(pod: Pod) -> bool:
@@ -303,7 +314,7 @@ def _compute(
         snapshot,
         chosen,
         consolidation=True,
-        stop=lambda pods: _stop_when(snapshot, pods, spot_gate),
+        stop=lambda groups: _stop_when(snapshot, groups, spot_gate),
     )
     names = tuple(c.name for c in chosen)
     if sim.nowhere is not None:

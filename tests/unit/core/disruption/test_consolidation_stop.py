@@ -87,7 +87,7 @@ def test_a_spot_node_whose_pods_need_a_spot_capable_node_stops_at_the_first_clai
     ]
     snap = spot_snapshot(pods)
     [s1, _s2] = graceful(snap)
-    when = consolidation._stop_when(snap, s1.reschedulable, True)
+    when = consolidation._stop_when(snap, [s1.reschedulable], True)
     assert when == StopWhen(1, frozenset({"default"}))
     command, why = consolidation.compute(snap, [s1], method="test")
     assert command is None
@@ -103,7 +103,7 @@ def test_a_moved_pod_too_big_for_every_other_node_is_answered_without_a_solve() 
     snap = spot_snapshot([b.running_pod("a", "s1", cpu="1500m"), b.running_pod("b", "s2", cpu="1500m")])
     s1 = next(c for c in graceful(snap) if c.name == "s1")
     sim = consolidation.simulate(
-        snap, [s1], consolidation=True, stop=lambda pods: consolidation._stop_when(snap, pods, True)
+        snap, [s1], consolidation=True, stop=lambda groups: consolidation._stop_when(snap, groups, True)
     )
     assert sim.nowhere == room.Nowhere("default/a", 1, 0, 0, True)
     command, why = consolidation.compute(snap, [s1], method="test")
@@ -144,7 +144,7 @@ def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve
         + [b.running_pod("c", "s2", cpu="800m", memory="128Mi")]
     )
     s1 = next(c for c in graceful(snap) if c.name == "s1")
-    when = consolidation._stop_when(snap, s1.reschedulable, True)
+    when = consolidation._stop_when(snap, [s1.reschedulable], True)
     assert when is not None
     found = room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
     assert isinstance(found, room.Crowded)
@@ -167,7 +167,7 @@ def test_two_moved_pods_that_fit_together_keep_the_solve() -> None:
         + [b.running_pod("c", "s2", cpu="800m", memory="128Mi")]
     )
     s1 = next(c for c in graceful(snap) if c.name == "s1")
-    when = consolidation._stop_when(snap, s1.reschedulable, True)
+    when = consolidation._stop_when(snap, [s1.reschedulable], True)
     assert when is not None
     assert room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when) is None
     command, _ = consolidation.compute(snap, [s1], method="test")
@@ -208,7 +208,7 @@ def test_a_pool_that_could_replace_the_node_keeps_the_solve() -> None:
     for pools, shortcut in (([b.disruption_pool(), od], False), ([b.disruption_pool(), batch], True)):
         snap = spot_snapshot(pods, pools=pools)
         s1 = next(c for c in graceful(snap) if c.name == "s1")
-        when = consolidation._stop_when(snap, s1.reschedulable, True)
+        when = consolidation._stop_when(snap, [s1.reschedulable], True)
         assert when is not None
         found = room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
         assert (found is not None) == shortcut, pools
@@ -239,7 +239,7 @@ def test_the_gate_never_stops_a_solve_whose_claim_could_be_on_demand() -> None:
     }
     for case, snap in cases.items():
         s1 = next(c for c in graceful(snap) if c.name == "s1")
-        assert consolidation._stop_when(snap, s1.reschedulable, True) == StopWhen(1), case
+        assert consolidation._stop_when(snap, [s1.reschedulable], True) == StopWhen(1), case
 
 
 def test_spot_nodes_whose_pods_prefer_on_demand_still_move_to_a_cheaper_on_demand_node() -> None:
@@ -289,7 +289,7 @@ def test_min_values_turn_the_stop_off() -> None:
     family = Requirement(wk.INSTANCE_TYPE, False, frozenset({"small", "large"}), min_values=2)
     snap = spot_snapshot([b.running_pod("a", "s1")], pools=[b.disruption_pool(requirements=[family])])
     s1 = next(c for c in graceful(snap) if c.name == "s1")
-    assert consolidation._stop_when(snap, s1.reschedulable, True) is None
+    assert consolidation._stop_when(snap, [s1.reschedulable], True) is None
 
 
 def test_two_new_nodes_stop_the_solve_and_say_so() -> None:
