@@ -150,6 +150,26 @@ def test_pending_pod_binds_once_capacity_appears_after_idle_passes() -> None:
     assert env.node_of("p") == "late"
 
 
+def test_a_node_that_changes_is_judged_again_in_a_later_pass() -> None:
+    """Per-node verdicts of a pod class live across passes; a Node update must renew them."""
+    env = make()
+    env.node("a", taints=[Taint("maintenance", NO_SCHEDULE)])
+    env.node("b", unschedulable=True)
+    env.node("c", ready=False)
+    env.pod("p")
+    for _ in range(2):
+        env.step()
+    assert env.node_of("p") == ""
+    env.kube.patch("Node", "b", {"spec": {"unschedulable": False}})
+    env.pod("other")  # a pass runs only after a change the binder watches
+    env.step()
+    assert {env.node_of("p"), env.node_of("other")} == {"b"}
+    env.kube.patch("Node", "a", {"spec": {"taints": []}})
+    env.pod("q", cpu="4")
+    env.step()
+    assert env.node_of("q") == "a"
+
+
 # -- filters -------------------------------------------------------------------------------
 
 

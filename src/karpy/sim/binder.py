@@ -59,6 +59,7 @@ _NONZERO_CPU = 100  # millicores: kube-scheduler's default request for scoring
 _NONZERO_MEMORY = 200 * 1024 * 1024
 _WATCHED = frozenset({"Pod", "Node", "Namespace"})
 _KEEP_COUNTERS = 64  # selector counters kept without pruning
+_KEEP_CLASSES = 128  # pod classes whose per-node verdicts are kept from pass to pass
 
 CounterKey = tuple[frozenset[str] | None, LabelSelector]  # (namespaces or all, selector)
 
@@ -200,7 +201,8 @@ def _nonzero(pod: Pod) -> tuple[int, int]:
 
 
 def _signature(pod: Pod, hint: str) -> tuple[object, ...]:
-    """Everything feasibility and scores depend on: equal signatures fare alike within a pass."""
+    """Everything feasibility and scores depend on: equal signatures fare alike on a node while
+    its version (its pods, nominations and Node object) stays the same."""
     return (
         pod.namespace,
         tuple(sorted(pod.labels.items())),
@@ -274,7 +276,9 @@ class Binder:
         self._hints: dict[str, str] = {}  # Karpenter nominations: pod key -> node or NodeClaim name
         self._nodes: list[Node] = []  # this pass's Nodes, by name
         self._version: dict[str, int] = {}  # node -> changes to its pods or nominations
-        self._classes: dict[tuple[object, ...], dict[str, tuple[int, _Entry | None]]] = {}  # this pass
+        # per pod class, per node: (node version, node-local verdict and raw scores); kept across
+        # passes, as every change to what they read bumps the node's version
+        self._classes: dict[tuple[object, ...], dict[str, tuple[int, _Entry | None]]] = {}
         self._replaying = True
         kube.watch(self._on_event)
         self._replaying = False
@@ -300,7 +304,8 @@ class Binder:
             for counter in [c for c, used in self._counter_used.items() if used < self._passes - 10]:
                 del self._counters[counter], self._counter_used[counter]
         self._nodes = [self._cluster.nodes[n] for n in sorted(self._cluster.nodes)]
-        self._classes.clear()
+        if len(self._classes) > _KEEP_CLASSES:
+            self._classes.clear()
         order = sorted(self._pending.values(), key=lambda p: (-p.priority, self._created(p), p.key))
         failed: set[tuple[object, ...]] = set()
         for pod in order:
@@ -323,6 +328,8 @@ class Binder:
         if event.kind != "Pod":
             self._free.clear()
             self._changed = True
+            if event.kind == "Node":  # its node-local verdicts (taints, readiness, labels) may change
+                self._bump((event.obj.get("metadata") or {}).get("name", ""))
             return
         meta = event.obj.get("metadata") or {}
         key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
