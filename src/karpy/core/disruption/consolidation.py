@@ -136,6 +136,8 @@ _SPOT_GATE_NEW_NODE = "would need a new node, and " + _SPOT_GATE
 _POOL_FACTS: IdentityCache[tuple[bool, frozenset[str]]] = IdentityCache()
 # Per bound-pod tuple: whether a bound pod's required anti-affinity is keyed on capacity type.
 _BOUND_CT_ANTI: IdentityCache[bool] = IdentityCache(4)
+# Per snapshot object (the solves of one pass): both of the above.
+_STOP_FACTS: ObjectMemo[tuple[bool, frozenset[str], bool]] = ObjectMemo(4)
 # Per pod object: whether it names the capacity-type key.
 _MENTIONS_CT: ObjectMemo[bool] = ObjectMemo(16384)
 # Per pod tuple (the pending pods of a pass, a candidate's moved pods, a deleting node's pods):
@@ -176,24 +178,30 @@ def _stop_when(snapshot: Snapshot, groups: Sequence[Sequence[Pod]], spot_gate: b
     available offerings has an available spot sibling in the same zone, and nothing can narrow
     its capacity type (no pod of the solve, nor a bound pod's anti-affinity, names that key).
     """
-    no_min_values, spot_pools = _POOL_FACTS.get(
-        domain_key_of(snapshot.node_pools, snapshot.instance_types), lambda: _pool_facts(snapshot)
-    )
+    no_min_values, spot_pools, bound_ct_anti = _STOP_FACTS.get(snapshot, lambda: _stop_facts(snapshot))
     if not no_min_values or not EARLY_STOP:
         return None
     if (
         not spot_gate
         or not spot_pools
+        or bound_ct_anti
         or any(_GROUP_MENTIONS_CT.get(g, functools.partial(_any_mentions_capacity_type, g)) for g in groups)
-        or _BOUND_CT_ANTI.get(
-            (by_identity(snapshot.pods),),
-            lambda: any(
-                t.topology_key == labels.CAPACITY_TYPE for p in snapshot.pods for t in p.anti_affinity
-            ),
-        )
     ):
         spot_pools = frozenset()
     return StopWhen(1, spot_pools)
+
+
+def _stop_facts(snapshot: Snapshot) -> tuple[bool, frozenset[str], bool]:
+    """(no NodePool has minValues, the NodePools whose claims allow spot, a bound pod's required
+    anti-affinity is keyed on capacity type): what every solve's stop of a pass reads."""
+    no_min_values, spot_pools = _POOL_FACTS.get(
+        domain_key_of(snapshot.node_pools, snapshot.instance_types), lambda: _pool_facts(snapshot)
+    )
+    bound_ct_anti = _BOUND_CT_ANTI.get(
+        (by_identity(snapshot.pods),),
+        lambda: any(t.topology_key == labels.CAPACITY_TYPE for p in snapshot.pods for t in p.anti_affinity),
+    )
+    return no_min_values, spot_pools, bound_ct_anti
 
 
 def _pool_facts(snapshot: Snapshot) -> tuple[bool, frozenset[str]]:

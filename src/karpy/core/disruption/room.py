@@ -121,7 +121,11 @@ class _PassRoom:
 
     def counts(self, chosen: frozenset[str]) -> tuple[int, int, int]:
         """The other nodes, those inside their window, those outside it not initialized."""
-        return len(self.names - chosen), len(self.window - chosen), len(self.unready - chosen)
+        return (
+            len(self.names) - len(chosen & self.names),
+            len(self.window) - len(chosen & self.window),
+            len(self.unready) - len(chosen & self.unready),
+        )
 
     def claims_stop(self, pod: Pod, stop_pools: frozenset[str]) -> bool:
         """Whether every NodePool the pod could open or join a claim of stops the solve."""
@@ -190,7 +194,7 @@ def unplaceable(
         if key in seen:
             continue
         seen.add(key)
-        if not room.with_room(pod) - chosen:
+        if room.with_room(pod) <= chosen:  # (subset: stops at the first node not chosen)
             new_node = any(not _refuses(p.taints, pod.tolerations) for p in room.pools)
             return Nowhere(pod.key, *room.counts(chosen), new_node)
     for tolerations, requests in bounded.items():
