@@ -18,7 +18,9 @@ Writes are JSON merge patches of ``status`` (the conditions list is rebuilt from
 ``get``). Deleting claims and claims whose NodePool is unknown keep their condition as is.
 
 A claim's pod signature is recomputed only when its StateNode holds a different tuple of
-pods (the cluster hands back the same tuple while the node's pods are unchanged).
+pods (the cluster hands back the same tuple while the node's pods are unchanged). A claim a
+pass had nothing to write for is skipped while its claim, pods and NodePool objects are the
+same ones and its Consolidatable condition could not have flipped yet.
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ class NodeClaimStatus:
         self._started = ctx.now()
         self._seen: dict[str, _PodSig] = {}
         self._signatures: dict[str, tuple[tuple[Pod, ...], _PodSig]] = {}  # claim -> (pods, signature)
+        # claim -> (claim, pods, NodePool, due) of a pass that had nothing to write for it: while
+        # the same three objects come back before ``due`` (when Consolidatable could flip), the
+        # claim has nothing to write again and is skipped
+        self._quiet: dict[str, tuple[NodeClaim, tuple[Pod, ...], NodePool | None, float]] = {}
 
     def on_event(self, event: ObjectEvent) -> bool:
         """True for the events that may change a claim's pod events or Consolidatable."""
@@ -76,6 +82,18 @@ class NodeClaimStatus:
             if claim is None or claim.deleting:
                 continue
             alive.add(claim.name)
+            pool = cluster.node_pools.get(claim.node_pool)
+            quiet = self._quiet.pop(claim.name, None)
+            if (
+                quiet is not None
+                and quiet[0] is claim
+                and quiet[1] is state.pods
+                and quiet[2] is pool
+                and now < quiet[3]
+            ):
+                self._quiet[claim.name] = quiet  # nothing it reads has changed: nothing to write
+                next_flip = min(next_flip, quiet[3] - now)
+                continue
             status: dict[str, Any] = {}
             cached = self._signatures.get(claim.name)
             if cached is not None and cached[0] is state.pods:
@@ -92,37 +110,43 @@ class NodeClaimStatus:
             ):
                 status["lastPodEventTime"] = encode.time(now)
                 claim = dataclasses.replace(claim, last_pod_event=float(math.floor(now)))
-            pool = cluster.node_pools.get(claim.node_pool)
             conditions = None
+            due = math.inf
             if pool is not None:
-                conditions, wait = self._consolidatable(pool, claim, now)
-                if wait is not None:
-                    next_flip = min(next_flip, wait)
-            if (status or conditions is not None) and not self._write(claim.name, status, conditions, now):
-                self._seen[claim.name] = seen  # retry the pod event with the next pass
-                next_flip = min(next_flip, RETRY_SECONDS)
+                conditions, flips_at = self._consolidatable(pool, claim, now)
+                if flips_at is not None:
+                    next_flip = min(next_flip, flips_at - now)
+                    due = flips_at
+            if status or conditions is not None:
+                if not self._write(claim.name, status, conditions, now):
+                    self._seen[claim.name] = seen  # retry the pod event with the next pass
+                    next_flip = min(next_flip, RETRY_SECONDS)
+            else:
+                self._quiet[claim.name] = (claim, state.pods, pool, due)  # (not replaced: no status)
         for name in [n for n in self._seen if n not in alive]:
             del self._seen[name]
         for name in [n for n in self._signatures if n not in alive]:
             del self._signatures[name]
+        for name in [n for n in self._quiet if n not in alive]:
+            del self._quiet[name]
         return Result(requeue_after=max(0.0, next_flip))
 
     def _consolidatable(
         self, pool: NodePool, claim: NodeClaim, now: float
     ) -> tuple[bool | None, float | None]:
-        """(desired Consolidatable when it must change, else None; seconds until it could flip)."""
+        """(desired Consolidatable when it must change, else None; when it could flip next)."""
         want = lifecycle.consolidatable(pool, claim, now)
         has = claim.is_true(CONSOLIDATABLE)
-        wait: float | None = None
+        flips_at: float | None = None
         since = lifecycle.consolidatable_since(claim)
         after = pool.disruption.consolidate_after
         if not want and since is not None and after is not None:
-            wait = since + after - now
+            flips_at = since + after
         if want and not has:
-            return True, wait
+            return True, flips_at
         if not want and claim.condition(CONSOLIDATABLE) is not None:
-            return False, wait
-        return None, wait
+            return False, flips_at
+        return None, flips_at
 
     def _write(self, name: str, status: dict[str, Any], consolidatable: bool | None, now: float) -> bool:
         """Patch the claim's status; False when it should be retried."""
