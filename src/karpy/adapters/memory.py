@@ -118,6 +118,8 @@ class MemoryKube:
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self._objects: dict[Key, RawObject] = {}
+        # the same objects per kind, in the same order: lists and selections read one kind only
+        self._kinds: dict[str, dict[Key, RawObject]] = {}
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
         self._names = itertools.count(1)
@@ -167,8 +169,8 @@ class MemoryKube:
         self._call("list", kind, "")
         return [
             _copy(obj)
-            for (k, ns, _), obj in sorted(self._objects.items())
-            if k == kind and (namespace is None or ns == namespace)
+            for (_, ns, _), obj in sorted(self._kinds.get(kind, {}).items())
+            if namespace is None or ns == namespace
         ]
 
     def create(self, obj: RawObject) -> RawObject:
@@ -190,21 +192,29 @@ class MemoryKube:
         smeta["uid"] = smeta.get("uid") or f"uid-{next(self._uid):08d}"
         smeta.setdefault("creationTimestamp", _rfc3339(self._clock.now()))
         self._stamp(stored)
-        self._objects[key] = stored
+        self._store(key, stored)
         self._emit("ADDED", kind, stored)
         return _copy(stored)
 
     def _replace(self, key: Key, stored: RawObject) -> RawObject:
         meta = stored["metadata"]
         if meta.get("deletionTimestamp") and not meta.get("finalizers"):
-            del self._objects[key]
+            self._drop(key)
             self._stamp(stored)
             self._emit("DELETED", key[0], stored)
             return _copy(stored)
         self._stamp(stored)
-        self._objects[key] = stored
+        self._store(key, stored)
         self._emit("MODIFIED", key[0], stored)
         return _copy(stored)
+
+    def _store(self, key: Key, obj: RawObject) -> None:
+        self._objects[key] = obj
+        self._kinds.setdefault(key[0], {})[key] = obj
+
+    def _drop(self, key: Key) -> None:
+        del self._objects[key]
+        del self._kinds[key[0]][key]
 
     def update(self, obj: RawObject) -> RawObject:
         kind = obj["kind"]
@@ -247,7 +257,7 @@ class MemoryKube:
                 stored["metadata"]["deletionTimestamp"] = _rfc3339(self._clock.now())
                 self._replace(key, stored)
             return
-        del self._objects[key]
+        self._drop(key)
         self._stamp(current)
         self._emit("DELETED", kind, current)
 
@@ -275,9 +285,8 @@ class MemoryKube:
         spec = pdb.get("spec") or {}
         pods = [
             obj
-            for (kind, ns, _), obj in self._objects.items()
-            if kind == "Pod"
-            and ns == namespace
+            for (_, ns, _), obj in self._kinds.get("Pod", {}).items()
+            if ns == namespace
             and not obj["metadata"].get("deletionTimestamp")
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
             and _matches(spec.get("selector"), obj["metadata"].get("labels") or {})
@@ -302,10 +311,8 @@ class MemoryKube:
         labels = pod["metadata"].get("labels") or {}
         budgets = [
             obj
-            for (kind, ns, _), obj in self._objects.items()
-            if kind == "PodDisruptionBudget"
-            and ns == key[1]
-            and _matches((obj.get("spec") or {}).get("selector"), labels)
+            for (_, ns, _), obj in self._kinds.get("PodDisruptionBudget", {}).items()
+            if ns == key[1] and _matches((obj.get("spec") or {}).get("selector"), labels)
         ]
         if len(budgets) > 1:
             raise errors.TooManyRequests(
@@ -321,7 +328,7 @@ class MemoryKube:
     # -- conveniences for tests and the simulator ---------------------------------------
     def objects(self, kind: str) -> builtins.list[RawObject]:
         """Objects of a kind without recording a call (for assertions)."""
-        return [_copy(o) for (k, _, _), o in sorted(self._objects.items()) if k == kind]
+        return [_copy(o) for _, o in sorted(self._kinds.get(kind, {}).items())]
 
     def exists(self, kind: str, name: str, namespace: str = "") -> bool:
         return self._key(kind, name, namespace) in self._objects

@@ -79,3 +79,39 @@ def test_returned_objects_and_events_are_private_copies() -> None:
     events[-1].obj["spec"]["containers"].clear()  # a watcher scribbling on its event
     assert kube.get("Pod", "p", "ns")["spec"]["containers"][0]["name"] == "c"
     assert events[0].obj["metadata"]["resourceVersion"] != events[-1].obj["metadata"]["resourceVersion"]
+
+
+def _named(kind: str, name: str, namespace: str = "", **meta: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, **meta}
+    if namespace:
+        metadata["namespace"] = namespace
+    return {"kind": kind, "metadata": metadata}
+
+
+def _names(objects: list[dict[str, Any]]) -> list[str]:
+    return [f"{o['metadata'].get('namespace', '')}/{o['metadata']['name']}" for o in objects]
+
+
+def test_lists_hold_one_kind_sorted_through_creates_updates_and_deletes() -> None:
+    kube = MemoryKube(_Clock())
+    for namespace, name in (("b", "p2"), ("a", "p9"), ("b", "p1"), ("a", "p3")):
+        kube.create(_named("Pod", name, namespace))
+    kube.create(_named("Node", "n2"))
+    kube.create(_named("Node", "n1", finalizers=["karpenter.sh/termination"]))
+    assert _names(kube.list("Pod")) == ["a/p3", "a/p9", "b/p1", "b/p2"]
+    assert _names(kube.list("Pod", "b")) == ["b/p1", "b/p2"]
+    assert _names(kube.list("Node")) == ["/n1", "/n2"]
+
+    kube.delete("Pod", "p9", "a")
+    kube.patch("Pod", "p1", {"metadata": {"labels": {"x": "y"}}}, "b")
+    kube.delete("Node", "n1")  # held by its finalizer: still listed
+    assert _names(kube.list("Node")) == ["/n1", "/n2"]
+    node = kube.get("Node", "n1")
+    node["metadata"]["finalizers"] = []
+    kube.update(node)  # the finalizer goes: the node with it
+    kube.create(_named("Pod", "p9", "a"))  # the same name again
+    assert _names(kube.list("Pod")) == ["a/p3", "a/p9", "b/p1", "b/p2"]
+    assert kube.list("Pod", "b")[0]["metadata"]["labels"] == {"x": "y"}
+    assert _names(kube.list("Node")) == ["/n2"]
+    assert _names(kube.objects("Node")) == ["/n2"]
+    assert kube.list("Lease") == []
