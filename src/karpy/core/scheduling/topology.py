@@ -277,7 +277,7 @@ def _shared_requirements(_name: str, node_labels: Mapping[str, str]) -> Requirem
     return _requirements_of(node_labels)
 
 
-_MAX_VIEW_NODES = 512  # StateNodes remembered per view (a few passes of a cluster's nodes)
+_MAX_VIEW_NODES = 4096  # StateNodes remembered per view (a few passes of a 1,000-node cluster)
 _MAX_VIEWS = 64
 _VIEWS: dict[tuple[str, NodeFilter], _NodeView] = {}
 
