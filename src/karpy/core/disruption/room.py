@@ -171,7 +171,7 @@ def _pass_room(snapshot: Snapshot) -> _PassRoom:
             open_nodes.append((state.name, base))
     pools = tuple(p for p in snapshot.node_pools if not p.deleting and p.replicas is None)
     names = frozenset(window).union(unready, (name for name, _ in open_nodes))
-    return _PassRoom(open_nodes, frozenset(window), frozenset(unready - window), names, pools)
+    return _PassRoom(open_nodes, frozenset(window), frozenset(unready), names, pools)
 
 
 def unplaceable(
