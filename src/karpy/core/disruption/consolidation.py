@@ -107,7 +107,7 @@ def simulate(
     deleting = [pods for name, pods in shared.deleting if name not in names]
     groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
     moved = [p for c in chosen for p in c.reschedulable]
-    pods = [*shared.pending, *moved, *(p for group in deleting for p in group)]
+    pods = [p for group in groups for p in group]
     when = stop(groups) if stop is not None else None
     if when is not None and consolidation:
         nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)

@@ -127,6 +127,10 @@ class _PassRoom:
             len(self.unready) - len(chosen & self.unready),
         )
 
+    def new_node(self, tolerations: tuple[Toleration, ...]) -> bool:
+        """Whether some NodePool a solve opens claims in takes pods with these tolerations."""
+        return any(not _refuses(p.taints, tolerations) for p in self.pools)
+
     def claims_stop(self, pod: Pod, stop_pools: frozenset[str]) -> bool:
         """Whether every NodePool the pod could open or join a claim of stops the solve."""
         key = (pod.tolerations, stop_pools)
@@ -195,8 +199,7 @@ def unplaceable(
             continue
         seen.add(key)
         if room.with_room(pod) <= chosen:  # (subset: stops at the first node not chosen)
-            new_node = any(not _refuses(p.taints, pod.tolerations) for p in room.pools)
-            return Nowhere(pod.key, *room.counts(chosen), new_node)
+            return Nowhere(pod.key, *room.counts(chosen), room.new_node(pod.tolerations))
     for tolerations, requests in bounded.items():
         crowded = _crowded(room, chosen, tolerations, requests)
         if crowded is not None:
@@ -220,8 +223,7 @@ def _crowded(
         slots = total - sum(per_node.get(name, 0) for name in chosen)
         if count <= slots:
             continue
-        new_node = any(not _refuses(p.taints, tolerations) for p in room.pools)
-        return Crowded(count, least, slots, *room.counts(chosen), new_node)
+        return Crowded(count, least, slots, *room.counts(chosen), room.new_node(tolerations))
     return None
 
 

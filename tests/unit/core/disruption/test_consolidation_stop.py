@@ -137,16 +137,22 @@ def test_nodes_inside_their_window_take_no_moved_pod_and_are_counted() -> None:
         assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
 
 
-def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve() -> None:
-    """s2 has 1200m free: either 700m pod alone fits there, both together do not."""
+def two_pods_on_s1(cpu: str) -> tuple[Snapshot, Any, room.Nowhere | room.Crowded | None]:
+    """Two pods of ``cpu`` on s1, 800m used on s2 (1200m free): the snapshot, s1, and what the
+    room check says of moving s1's pods."""
     snap = spot_snapshot(
-        [b.running_pod(n, "s1", cpu="700m", memory="128Mi") for n in ("a", "b")]
+        [b.running_pod(n, "s1", cpu=cpu, memory="128Mi") for n in ("a", "b")]
         + [b.running_pod("c", "s2", cpu="800m", memory="128Mi")]
     )
     s1 = next(c for c in graceful(snap) if c.name == "s1")
     when = consolidation._stop_when(snap, [s1.reschedulable], True)
     assert when is not None
-    found = room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
+    return snap, s1, room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
+
+
+def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve() -> None:
+    """s2 has 1200m free: either 700m pod alone fits there, both together do not."""
+    snap, s1, found = two_pods_on_s1("700m")
     assert isinstance(found, room.Crowded)
     assert (found.count, found.slots, found.others, found.new_node) == (2, 1, 1, True)
     command, why = consolidation.compute(snap, [s1], method="test")
@@ -162,14 +168,8 @@ def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve
 
 
 def test_two_moved_pods_that_fit_together_keep_the_solve() -> None:
-    snap = spot_snapshot(
-        [b.running_pod(n, "s1", cpu="600m", memory="128Mi") for n in ("a", "b")]
-        + [b.running_pod("c", "s2", cpu="800m", memory="128Mi")]
-    )
-    s1 = next(c for c in graceful(snap) if c.name == "s1")
-    when = consolidation._stop_when(snap, [s1.reschedulable], True)
-    assert when is not None
-    assert room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when) is None
+    snap, s1, found = two_pods_on_s1("600m")
+    assert found is None
     command, _ = consolidation.compute(snap, [s1], method="test")
     assert command is not None and command.candidates == ("s1",)
 
