@@ -6,7 +6,8 @@ snapshot values: the :class:`~karpy.core.disruption.candidates.PodFacts` of a Po
 select it, the :class:`~karpy.core.disruption.candidates.NodeFacts` of a node (by its Node
 and NodeClaim label maps, name and pod objects), the price of an instance type for a zone
 and capacity type, a NodePool's hash, the NodePool requirements a node's labels conflict
-with (by value), and the PDB limits of a (PDBs, pods) pair. Entries are keyed by
+with (by value), the PDB limits of a (PDBs, pods) pair (the next pair's counted from
+the pods that differ), and each NodePool's instance types by name. Entries are keyed by
 object identity and hold their key objects, so an id is never reused while its entry lives,
 and a hit is checked with ``is``: an object that is not the same is computed afresh (model
 objects are frozen and their maps never mutated). What depends on ``now`` (do-not-disrupt
@@ -22,6 +23,7 @@ objects of at most twice that many passes. A memo changes no decision: a new mem
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +47,9 @@ class LastPass:
     since: float  # the pass's time
     until: float  # the first time-derived change after it
     decision: Decision
+
+
+_TypesByName = Mapping[str, Mapping[str, InstanceType]]
 
 
 def _same(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
@@ -93,6 +98,9 @@ class Memo:
         self._pdb_key: tuple[object, ...] = ()
         self._token = 0  # changes when which PDBs select a pod may change
         self._limits: tuple[tuple[PodDisruptionBudget, ...], tuple[Pod, ...], pdbs_mod.Limits] | None = None
+        self._limit_pods: dict[int, Pod] = {}  # id -> pod of the pods of ``_limits``
+        # the instance types of each NodePool by name, for the type tuples they were built from
+        self._types: tuple[tuple[tuple[str, tuple[InstanceType, ...]], ...], _TypesByName] = ((), {})
         self.last_pass: LastPass | None = None  # set by karpy.core.disruption.compute
 
     def begin(self, snapshot: Snapshot) -> None:
@@ -147,13 +155,35 @@ class Memo:
         return chosen
 
     def limits(self, pdbs: tuple[PodDisruptionBudget, ...], pods: tuple[Pod, ...]) -> pdbs_mod.Limits:
-        """The PDB limits of the current pass (``pdbs`` must be the snapshot's, as given to begin)."""
+        """The PDB limits of the current pass (``pdbs`` must be the snapshot's, as given to begin).
+
+        After the last pass's limits over the same PDB objects, only the pods that left or came
+        (by identity: both tuples are alive here, so an id names one object) are counted.
+        """
         cached = self._limits
-        if cached is not None and _same(cached[0], pdbs) and _same(cached[1], pods):
+        same_pdbs = cached is not None and _same(cached[0], pdbs)
+        if cached is not None and same_pdbs and _same(cached[1], pods):
             return cached[2]
-        limits = pdbs_mod.Limits(pdbs, pods, selected=self.selected)
+        by_id = dict(zip(map(id, pods), pods, strict=True))
+        if cached is not None and same_pdbs:
+            before = self._limit_pods
+            removed = [before[k] for k in before.keys() - by_id.keys()]
+            added = [by_id[k] for k in by_id.keys() - before.keys()]
+            limits = cached[2].with_pods(removed, added)
+        else:
+            limits = pdbs_mod.Limits(pdbs, pods, selected=self.selected)
         self._limits = (pdbs, pods, limits)
+        self._limit_pods = by_id
         return limits
+
+    def types_by_name(self, instance_types: Mapping[str, tuple[InstanceType, ...]]) -> _TypesByName:
+        """Each NodePool's instance types by name; the same mapping while the same type tuples come."""
+        key, found = self._types
+        if len(key) == len(instance_types) and all(instance_types.get(name) is its for name, its in key):
+            return found
+        found = {name: {it.name: it for it in its} for name, its in instance_types.items()}
+        self._types = (tuple(instance_types.items()), found)
+        return found
 
     # -- nodes -------------------------------------------------------------------------------
     def node(self, node: StateNode) -> cand.NodeFacts:

@@ -46,9 +46,7 @@ class _Pass:
         self.memo = memo
         memo.begin(snapshot)
         self.pools: dict[str, NodePool] = {p.name: p for p in snapshot.node_pools if p.replicas is None}
-        self.types: dict[str, dict[str, InstanceType]] = {
-            name: {it.name: it for it in its} for name, its in snapshot.instance_types.items()
-        }
+        self.types: Mapping[str, Mapping[str, InstanceType]] = memo.types_by_name(snapshot.instance_types)
         self.limits = memo.limits(snapshot.pdbs, snapshot.pods)
         self.notes: dict[str, list[str]] = {n.name: [] for n in snapshot.nodes}
         self.allowed: dict[str, dict[str, int]] = {}

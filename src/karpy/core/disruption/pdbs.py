@@ -13,8 +13,9 @@ namespaces and selectors do not, so :class:`Limits` takes an optional ``selected
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from karpy.model.objects import Pod, PodDisruptionBudget
 
@@ -51,6 +52,8 @@ class Limits:
     """What each PDB allows now, given the pods of one snapshot.
 
     ``selected(pod)`` must return :func:`selecting` ``(pdbs, pod)`` (default: computed).
+    :meth:`with_pods` gives the limits of the same PDBs after some pods left and others came,
+    counting only those.
     """
 
     def __init__(
@@ -62,22 +65,42 @@ class Limits:
     ) -> None:
         self._pdbs = tuple(pdbs)
         self.selected: Callable[[Pod], tuple[int, ...]] = selected if selected is not None else self._select
-        expected = [0] * len(self._pdbs)
-        healthy = [0] * len(self._pdbs)
-        if any(pdb.disruptions_allowed is None for pdb in self._pdbs):
-            for pod in pods:
-                if pod.is_terminal() or pod.deleting:
-                    continue
-                for i in self.selected(pod):
-                    expected[i] += 1
-                    if pod.ready:
-                        healthy[i] += 1
+        # the pods counted only matter for a PDB without a known status.disruptionsAllowed
+        self._counting = any(pdb.disruptions_allowed is None for pdb in self._pdbs)
+        self._expected = [0] * len(self._pdbs)
+        self._healthy = [0] * len(self._pdbs)
+        self._count(pods, 1)
+        self._settle()
+
+    def _count(self, pods: Iterable[Pod], sign: int) -> None:
+        if not self._counting:
+            return
+        expected, healthy = self._expected, self._healthy
+        for pod in pods:
+            if pod.is_terminal() or pod.deleting:
+                continue
+            for i in self.selected(pod):
+                expected[i] += sign
+                if pod.ready:
+                    healthy[i] += sign
+
+    def _settle(self) -> None:
         self._allowed = tuple(
             pdb.disruptions_allowed
             if pdb.disruptions_allowed is not None
-            else _allowed(pdb, expected[i], healthy[i])
+            else _allowed(pdb, self._expected[i], self._healthy[i])
             for i, pdb in enumerate(self._pdbs)
         )
+
+    def with_pods(self, removed: Iterable[Pod], added: Iterable[Pod]) -> Limits:
+        """The limits of the same PDBs over the pods counted here, less ``removed``, plus ``added``."""
+        out = copy.copy(self)
+        out._expected = list(self._expected)
+        out._healthy = list(self._healthy)
+        out._count(removed, -1)
+        out._count(added, 1)
+        out._settle()
+        return out
 
     def _select(self, pod: Pod) -> tuple[int, ...]:
         return selecting(self._pdbs, pod)

@@ -293,3 +293,36 @@ def test_the_memo_stays_bounded_under_churn() -> None:
         _same_decision(snap, NOW, memo)
         sizes.append(memo.size())
     assert max(sizes[4:]) <= 2 * max(sizes[:2]) + 10
+
+
+def _pdb_pod_pool() -> list[Pod]:
+    """Pod objects in every state a PDB count tells apart, two objects for some keys."""
+    pool = []
+    for i in range(8):
+        app = ("web", "api")[i % 2]
+        pool.append(b.running_pod(f"{app}-{i}", f"n{i % 3}", labels={"app": app}, ready=i % 3 != 0))
+    pool.append(b.running_pod("web-0", "n0", labels={"app": "web"}, ready=True))  # web-0 turned Ready
+    pool.append(b.running_pod("web-9", "n1", labels={"app": "web"}, phase="Succeeded"))
+    pool.append(b.running_pod("api-9", "n2", labels={"app": "api"}, deleting=True))
+    pool.append(b.running_pod("web-10", "n2", labels={"app": "web"}, namespace="other"))
+    return pool
+
+
+@MEMO_SETTINGS
+@given(st.lists(st.lists(st.integers(0, 11), max_size=12, unique=True), min_size=1, max_size=6))
+def test_pdb_limits_counted_from_the_pods_that_differ_equal_a_fresh_count(steps: list[list[int]]) -> None:
+    pool = _pdb_pod_pool()
+    pdbs = (
+        b.pdb("web", match_labels={"app": "web"}, min_available="60%"),
+        b.pdb("api", match_labels={"app": "api"}, max_unavailable=1),
+        b.pdb("other-web", match_labels={"app": "web"}, namespace="other", min_available=1),
+        b.pdb("known", match_labels={"app": "db"}, disruptions_allowed=2),
+    )
+    memo = Memo()
+    for step in steps:
+        pods = tuple(pool[i] for i in step)
+        memo.begin(Snapshot(pdbs=pdbs, pods=pods))
+        warm = memo.limits(pdbs, pods)
+        cold = Limits(pdbs, pods)
+        assert [warm.blocking(p) for p in pool] == [cold.blocking(p) for p in pool]
+        assert warm._allowed == cold._allowed
