@@ -12,7 +12,8 @@ runner and the controllers.
 The public dicts (``pods``, ``nodes``, ``claims``, ...) are the state; read them freely but
 never write them directly: ``apply`` also keeps indexes beside them (bound pods by node
 name, claims by providerID and by node name, sorted keys) and a ``version`` bumped on every
-change. With these, :meth:`Cluster.state_nodes` costs O(nodes + claims) after a change and
+change. With these, :meth:`Cluster.state_nodes` costs O(nodes + claims) after a change, only
+the StateNodes of the nodes concerned (and a tuple copy) when only bound pods changed, and
 O(1) when nothing that it reads changed, and it hands back the *same* ``StateNode`` object
 for a node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
 cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, NodePools,
@@ -77,6 +78,10 @@ class Cluster:
         self._nodes_key: tuple[int, float, float] = (-1, 0.0, 0.0)
         self._node_states: dict[str, StateNode] = {}  # node name -> its last StateNode
         self._claim_states: dict[str, StateNode] = {}  # unjoined claim name -> its last StateNode
+        # node names whose bound pods changed since ``_nodes_out`` was built, while only pods did;
+        # None after any other change to what state_nodes() reads
+        self._pods_moved: set[str] | None = None
+        self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
         # a Cluster built with pre-filled dicts: index them as if applied in their order
         pods, claims = dict(self.pods), dict(self.claims)
@@ -154,6 +159,7 @@ class Cluster:
                 bisect.insort(self._pod_keys, key)
             self.pods[key] = pod
         bound = False
+        moved = self._pods_moved
         if old is not None and old.node_name:
             bound = True
             on_node = self._bound[old.node_name]
@@ -161,10 +167,14 @@ class Cluster:
             if not on_node:
                 del self._bound[old.node_name]
             self._bound_sorted.pop(old.node_name, None)
+            if moved is not None:
+                moved.add(old.node_name)
         if not deleted and pod.node_name:
             bound = True
             self._bound.setdefault(pod.node_name, {})[key] = pod
             self._bound_sorted.pop(pod.node_name, None)
+            if moved is not None:
+                moved.add(pod.node_name)
         self._changed("pods", state=bound)  # a pending pod is in no StateNode
 
     def _put_node(self, name: str, node: Node, deleted: bool) -> None:
@@ -177,6 +187,7 @@ class Cluster:
             if name not in self.nodes:
                 self._node_names = None
             self.nodes[name] = node
+        self._pods_moved = None
         self._changed("nodes", state=True)
 
     def _put_claim(self, name: str, claim: NodeClaim, deleted: bool) -> None:
@@ -207,6 +218,7 @@ class Cluster:
                 else (self._unlaunched, claim.node_name)
             )
             index.setdefault(at, set()).add(name)
+        self._pods_moved = None
         self._changed("claims", state=True)
 
     def node_class_for(self, pool: NodePool) -> NodeClass | None:
@@ -227,16 +239,19 @@ class Cluster:
         value = max(until, self.nominations.get(name, 0.0))
         if self.nominations.get(name) != value:
             self.nominations[name] = value
+            self._pods_moved = None
             self._changed("nominations", state=True)
 
     def mark_for_deletion(self, *names: str) -> None:
         if not self.marked_for_deletion.issuperset(names):
             self.marked_for_deletion.update(names)
+            self._pods_moved = None
             self._changed("marked_for_deletion", state=True)
 
     def unmark_for_deletion(self, *names: str) -> None:
         if not self.marked_for_deletion.isdisjoint(names):
             self.marked_for_deletion.difference_update(names)
+            self._pods_moved = None
             self._changed("marked_for_deletion", state=True)
 
     # -- queries -------------------------------------------------------------------------
@@ -288,8 +303,11 @@ class Cluster:
         no nomination deadline); a ``StateNode`` whose fields are all unchanged is reused.
         """
         version, lo, hi = self._nodes_key
-        if version == self._state_version and lo <= now < hi:
-            return self._nodes_out
+        if lo <= now < hi:
+            if version == self._state_version:
+                return self._nodes_out
+            if self._pods_moved is not None:
+                return self._repod(lo, hi)
         nominations = self.nominations
         marked = self.marked_for_deletion
         if self._node_names is None:
@@ -300,6 +318,7 @@ class Cluster:
         out: list[StateNode] = []
         node_states: dict[str, StateNode] = {}
         claim_states: dict[str, StateNode] = {}
+        positions: dict[str, list[int]] = {}
         previous = self._node_states
         for name in self._node_names:
             node = self.nodes[name]
@@ -326,6 +345,7 @@ class Cluster:
             ):
                 state = StateNode(name, node, claim, pods, is_marked, nominated)
             node_states[name] = state
+            positions[name] = [len(out)]
             out.append(state)
         previous = self._claim_states
         for claim_name in self._claim_names:
@@ -347,6 +367,7 @@ class Cluster:
             ):
                 state = StateNode(node_name, None, claim, pods, is_marked, nominated)
             claim_states[claim_name] = state
+            positions.setdefault(node_name, []).append(len(out))
             out.append(state)
         self._node_states = node_states
         self._claim_states = claim_states
@@ -365,7 +386,38 @@ class Cluster:
                 lo = max(lo, until)
         self._nodes_out = result
         self._nodes_key = (self._state_version, lo, hi)
+        self._positions = positions
+        self._pods_moved = set()
         return result
+
+    def _repod(self, lo: float, hi: float) -> tuple[StateNode, ...]:
+        """``_nodes_out`` after only bound pods changed: the StateNodes of those node names anew."""
+        moved = self._pods_moved
+        assert moved is not None
+        out: list[StateNode] | None = None
+        for name in moved:
+            places = self._positions.get(name)
+            if not places:
+                continue
+            pods = self._bound_pods(name)
+            if out is None:
+                out = list(self._nodes_out)
+            for i in places:
+                old = out[i]
+                if old.pods is pods:
+                    continue
+                state = StateNode(name, old.node, old.claim, pods, old.marked_for_deletion, old.nominated)
+                out[i] = state
+                if old.node is not None:
+                    self._node_states[name] = state
+                else:
+                    assert old.claim is not None
+                    self._claim_states[old.claim.name] = state
+        if out is not None:
+            self._nodes_out = tuple(out)
+        self._nodes_key = (self._state_version, lo, hi)
+        moved.clear()
+        return self._nodes_out
 
     def _sorted_values(self, store: str, values: dict[str, Any]) -> tuple[Any, ...]:
         """``values`` by key, one cached tuple while the store is unchanged."""
