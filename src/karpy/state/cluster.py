@@ -78,10 +78,13 @@ class Cluster:
         self._nodes_key: tuple[int, float, float] = (-1, 0.0, 0.0)
         self._node_states: dict[str, StateNode] = {}  # node name -> its last StateNode
         self._claim_states: dict[str, StateNode] = {}  # unjoined claim name -> its last StateNode
-        # node names whose bound pods changed since ``_nodes_out`` was built, while only pods did;
-        # None after any other change to what state_nodes() reads
+        # node names whose bound pods changed since ``_nodes_out`` was built, while only pods and
+        # NodeClaims that keep their providerID and nodeName did (``_claims_changed``: those); None
+        # after any other change to what state_nodes() reads
         self._pods_moved: set[str] | None = None
+        self._claims_changed: set[str] = set()
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
+        self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
         # a Cluster built with pre-filled dicts: index them as if applied in their order
         pods, claims = dict(self.pods), dict(self.claims)
@@ -218,7 +221,16 @@ class Cluster:
                 else (self._unlaunched, claim.node_name)
             )
             index.setdefault(at, set()).add(name)
-        self._pods_moved = None
+        if (
+            not deleted
+            and old is not None
+            and old.provider_id == claim.provider_id
+            and old.node_name == claim.node_name
+            and self._pods_moved is not None
+        ):
+            self._claims_changed.add(name)  # the same joins: only the StateNodes holding it change
+        else:
+            self._pods_moved = None
         self._changed("claims", state=True)
 
     def node_class_for(self, pool: NodePool) -> NodeClass | None:
@@ -319,6 +331,7 @@ class Cluster:
         node_states: dict[str, StateNode] = {}
         claim_states: dict[str, StateNode] = {}
         positions: dict[str, list[int]] = {}
+        claim_positions: dict[str, list[int]] = {}
         previous = self._node_states
         for name in self._node_names:
             node = self.nodes[name]
@@ -329,6 +342,7 @@ class Cluster:
                 claim = self._pick(self._unlaunched.get(name), last=False)
             if claim is not None:
                 joined.add(claim.name)
+                claim_positions.setdefault(claim.name, []).append(len(out))
             pods = self._bound_pods(name)
             is_marked = name in marked or (claim is not None and claim.name in marked)
             nominated = nominations.get(name, 0.0) > now or (
@@ -368,6 +382,7 @@ class Cluster:
                 state = StateNode(node_name, None, claim, pods, is_marked, nominated)
             claim_states[claim_name] = state
             positions.setdefault(node_name, []).append(len(out))
+            claim_positions[claim_name] = [len(out)]
             out.append(state)
         self._node_states = node_states
         self._claim_states = claim_states
@@ -387,37 +402,53 @@ class Cluster:
         self._nodes_out = result
         self._nodes_key = (self._state_version, lo, hi)
         self._positions = positions
+        self._claim_positions = claim_positions
         self._pods_moved = set()
+        self._claims_changed.clear()
         return result
 
     def _repod(self, lo: float, hi: float) -> tuple[StateNode, ...]:
-        """``_nodes_out`` after only bound pods changed: the StateNodes of those node names anew."""
+        """``_nodes_out`` after only bound pods and NodeClaims keeping their joins changed: the
+        StateNodes of those node names and those claims anew."""
         moved = self._pods_moved
         assert moved is not None
-        out: list[StateNode] | None = None
+        out = list(self._nodes_out)
+        changed = False
         for name in moved:
             places = self._positions.get(name)
             if not places:
                 continue
             pods = self._bound_pods(name)
-            if out is None:
-                out = list(self._nodes_out)
             for i in places:
                 old = out[i]
-                if old.pods is pods:
-                    continue
-                state = StateNode(name, old.node, old.claim, pods, old.marked_for_deletion, old.nominated)
-                out[i] = state
-                if old.node is not None:
-                    self._node_states[name] = state
-                else:
-                    assert old.claim is not None
-                    self._claim_states[old.claim.name] = state
-        if out is not None:
+                if old.pods is not pods:
+                    self._replace(out, i, old.node, old.claim, pods)
+                    changed = True
+        for claim_name in self._claims_changed:
+            claim = self.claims[claim_name]
+            for i in self._claim_positions.get(claim_name, ()):
+                old = out[i]
+                if old.claim is not claim:
+                    self._replace(out, i, old.node, claim, old.pods)
+                    changed = True
+        if changed:
             self._nodes_out = tuple(out)
         self._nodes_key = (self._state_version, lo, hi)
         moved.clear()
+        self._claims_changed.clear()
         return self._nodes_out
+
+    def _replace(
+        self, out: list[StateNode], i: int, node: Node | None, claim: NodeClaim | None, pods: tuple[Pod, ...]
+    ) -> None:
+        """Put a StateNode with these parts and the flags of ``out[i]`` at ``i``."""
+        old = out[i]
+        out[i] = state = StateNode(old.name, node, claim, pods, old.marked_for_deletion, old.nominated)
+        if state.node is not None:
+            self._node_states[state.name] = state
+        else:
+            assert state.claim is not None
+            self._claim_states[state.claim.name] = state
 
     def _sorted_values(self, store: str, values: dict[str, Any]) -> tuple[Any, ...]:
         """``values`` by key, one cached tuple while the store is unchanged."""
