@@ -7,10 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import builders
 from karpy.adapters.memory import MemoryKube
 from karpy.api import encode
+from karpy.model import errors
 from karpy.model import labels as wk
 from karpy.model.objects import NodeClaim, NodeClassRef
 from karpy.model.taints import NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint
@@ -55,13 +58,13 @@ class Env:
         self.loop.run(self.loop.now + 1.0)
 
 
-def make(scoring: str = "LeastAllocated") -> Env:
+def make(scoring: str = "LeastAllocated", binder_class: type[Binder] = Binder) -> Env:
     loop = Loop(start=START)
     clock = LoopClock(loop)
     kube = MemoryKube(clock)
     cluster = Cluster(lambda _pool, _nc: ())
     kube.watch(Feed(cluster))
-    binder = Binder(kube, cluster, clock, scoring=scoring)
+    binder = binder_class(kube, cluster, clock, scoring=scoring)
     loop.add(binder.name, lambda: binder.reconcile().requeue_after, at=START + 1.0)
     return Env(loop, kube, cluster, binder)
 
@@ -168,6 +171,75 @@ def test_a_node_that_changes_is_judged_again_in_a_later_pass() -> None:
     env.pod("q", cpu="4")
     env.step()
     assert env.node_of("q") == "a"
+
+
+class _FreshBinder(Binder):
+    """The reference: every pod's class judges every node anew (no verdicts kept)."""
+
+    def _fitting(self, pod: Any, need: Any, signature: Any) -> Any:
+        self._classes.clear()
+        return super()._fitting(pod, need, signature)
+
+
+_binder_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("node"), st.sampled_from("abcde"), st.sampled_from(["1", "2", "4"])),
+        st.tuples(st.just("drop-node"), st.sampled_from("abcde")),
+        st.tuples(st.just("cordon"), st.sampled_from("abcde"), st.booleans()),
+        st.tuples(st.just("pod"), st.sampled_from(["500m", "1", "2"]), st.booleans()),
+        st.tuples(st.just("drop-pod"), st.integers(0, 30)),
+        st.tuples(st.just("step")),
+    ),
+    min_size=5,
+    max_size=40,
+)
+
+
+def _where(env: Env, pods: list[str]) -> list[str | None]:
+    """Each pod's node ("" pending), None once deleted."""
+    out: list[str | None] = []
+    for name in pods:
+        try:
+            out.append(env.node_of(name))
+        except errors.NotFound:
+            out.append(None)
+    return out
+
+
+def _apply(env: Env, op: tuple[Any, ...], pods: list[str]) -> None:
+    kind = op[0]
+    nodes = {n for n in env.cluster.nodes}
+    if kind == "node" and op[1] not in nodes:
+        env.node(op[1], cpu=op[2], pods="4")
+    elif kind == "drop-node" and op[1] in nodes:
+        env.kube.delete("Node", op[1])
+    elif kind == "cordon" and op[1] in nodes:
+        env.kube.patch("Node", op[1], {"spec": {"unschedulable": op[2]}})
+    elif kind == "pod":
+        lonely = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term({"app": "x"})]}}
+        extra: dict[str, Any] = {"labels": {"app": "x"}, "affinity": lonely} if op[2] else {}
+        env.pod(f"p{len(pods)}", cpu=op[1], **extra)
+    elif kind == "drop-pod" and op[1] < len(pods) and _where(env, [pods[op[1]]]) != [None]:
+        env.kube.delete("Pod", pods[op[1]], "default")
+    elif kind == "step":
+        env.step()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_binder_ops)
+def test_verdicts_kept_across_pods_and_passes_bind_as_judging_every_node_anew(ops: list[Any]) -> None:
+    kept, fresh = make(), make(binder_class=_FreshBinder)
+    pods: list[str] = []
+    for op in ops:
+        _apply(kept, op, pods)
+        _apply(fresh, op, pods)
+        if op[0] == "pod":
+            pods.append(f"p{len(pods)}")
+        assert _where(kept, pods) == _where(fresh, pods)
+    for _ in range(2):
+        kept.step()
+        fresh.step()
+    assert _where(kept, pods) == _where(fresh, pods)
 
 
 # -- filters -------------------------------------------------------------------------------

@@ -16,9 +16,11 @@ pods hold their node's room against pods of lower or equal priority.
 It reads the typed pods and Nodes of ``state.Cluster`` (kept current by the feed) and
 follows its own watch on the API server only to know which pods changed, so a pass with
 nothing pending, or with nothing changed since a pass that bound nothing, costs O(1).
-Within a pass, pods with the same scheduling signature share per-node verdicts and raw
-scores, recomputed only for nodes whose pods changed; a signature that found no node is
-not tried again until something was bound or preempted.
+Pods with the same scheduling signature share per-node verdicts and raw scores, kept from
+pass to pass: every change to a node's pods, nominations or Node object bumps its version
+and is logged, so a signature judges again only the nodes logged since it last looked (and
+nodes that came or went), not every node; a signature that found no node is not tried
+again in a pass until something was bound or preempted.
 Bindings (creation -> bind latency) and preemptions are recorded for the simulator's
 metrics. Used by the simulator and by controller tests; deterministic.
 """
@@ -60,6 +62,7 @@ _NONZERO_MEMORY = 200 * 1024 * 1024
 _WATCHED = frozenset({"Pod", "Node", "Namespace"})
 _KEEP_COUNTERS = 64  # selector counters kept without pruning
 _KEEP_CLASSES = 128  # pod classes whose per-node verdicts are kept from pass to pass
+_MAX_LOG = 1 << 20  # node version bumps remembered before every class starts afresh
 
 CounterKey = tuple[frozenset[str] | None, LabelSelector]  # (namespaces or all, selector)
 
@@ -148,6 +151,18 @@ class _Plan:
 
 _Entry = tuple[int, int, int]  # fit + balanced score, intolerable PreferNoSchedule taints, affinity weight
 _NODE_LOCAL = _Plan()
+
+
+@dataclass(slots=True)
+class _ClassVerdicts:
+    """One pod class's node-local verdicts: per node name (its version when judged, raw scores or
+    None), the nodes it fits with their scores, for the nodes ``names`` as of the ``seen``-th
+    version bump."""
+
+    names: tuple[str, ...]
+    seen: int
+    entries: dict[str, tuple[int, _Entry | None]] = field(default_factory=dict)
+    fitting: dict[str, _Entry] = field(default_factory=dict)
 
 
 def _pick(rows: list[tuple[str, _Entry]]) -> str:
@@ -275,10 +290,13 @@ class Binder:
         self._nominated_on: dict[str, dict[str, Pod]] = {}  # node -> pending pods nominated to it
         self._hints: dict[str, str] = {}  # Karpenter nominations: pod key -> node or NodeClaim name
         self._nodes: list[Node] = []  # this pass's Nodes, by name
+        self._names: tuple[str, ...] = ()  # their names (the same tuple while they are the same)
+        self._by_name: dict[str, Node] = {}
         self._version: dict[str, int] = {}  # node -> changes to its pods or nominations
-        # per pod class, per node: (node version, node-local verdict and raw scores); kept across
-        # passes, as every change to what they read bumps the node's version
-        self._classes: dict[tuple[object, ...], dict[str, tuple[int, _Entry | None]]] = {}
+        self._log: list[str] = []  # the node of each version bump, in order
+        # per pod class: its per-node verdicts; kept across passes, as every change to what they
+        # read bumps the node's version (and logs it)
+        self._classes: dict[tuple[object, ...], _ClassVerdicts] = {}
         self._replaying = True
         kube.watch(self._on_event)
         self._replaying = False
@@ -303,9 +321,14 @@ class Binder:
         if len(self._counters) > _KEEP_COUNTERS:  # forget selectors of rolled-out templates
             for counter in [c for c, used in self._counter_used.items() if used < self._passes - 10]:
                 del self._counters[counter], self._counter_used[counter]
-        self._nodes = [self._cluster.nodes[n] for n in sorted(self._cluster.nodes)]
-        if len(self._classes) > _KEEP_CLASSES:
+        names = tuple(sorted(self._cluster.nodes))
+        if names != self._names:
+            self._names = names
+        self._nodes = [self._cluster.nodes[n] for n in self._names]
+        self._by_name = dict(zip(self._names, self._nodes, strict=True))
+        if len(self._classes) > _KEEP_CLASSES or len(self._log) > _MAX_LOG:
             self._classes.clear()
+            self._log.clear()
         order = sorted(self._pending.values(), key=lambda p: (-p.priority, self._created(p), p.key))
         failed: set[tuple[object, ...]] = set()
         for pod in order:
@@ -383,6 +406,7 @@ class Binder:
 
     def _bump(self, node: str) -> None:
         self._version[node] = self._version.get(node, 0) + 1
+        self._log.append(node)
 
     def _account(self, pod: Pod, node: str, sign: int) -> None:
         """Add (sign=+1) or remove (-1) an occupying pod's contribution to the node's totals."""
@@ -441,20 +465,51 @@ class Binder:
         # A node's node-local verdict (admission, resources, ports) and raw scores change only
         # with that node's pods, so pods of one class reuse the entries of unchanged nodes; the
         # inter-pod terms (plan) are checked per pod.
-        cache = self._classes.setdefault(signature, {})
-        inter_pod = not plan.node_local() or bool(plan.forbidden)
-        rows: list[tuple[str, _Entry]] = []
-        for node in self._nodes:
-            version = self._version.get(node.name, 0)
-            hit = cache.get(node.name)
+        fitting = self._fitting(pod, need, signature)
+        if not plan.node_local() or plan.forbidden:
+            by_name = self._by_name
+            rows = [(name, entry) for name, entry in fitting.items() if plan.allows(by_name[name])]
+        else:
+            rows = list(fitting.items())
+        if rows:
+            return self._bind(pod, _pick(rows))  # (the order of rows does not matter: ties by name)
+        return self._preempt(pod, need)
+
+    def _fitting(self, pod: Pod, need: Resources, signature: tuple[object, ...]) -> dict[str, _Entry]:
+        """The nodes of this pass that ``pod``'s class fits by the node-local filters, with their raw
+        scores: judged again only for nodes that are new to the class or whose version was bumped
+        since it last looked."""
+        cache = self._classes.get(signature)
+        log = self._log
+        if cache is None or len(log) - cache.seen > len(self._nodes):
+            cache = self._classes[signature] = _ClassVerdicts(
+                self._names, len(log), {} if cache is None else cache.entries
+            )
+            names: Iterable[str] = self._names
+        else:
+            changed = set(log[cache.seen :])
+            if cache.names is not self._names:
+                before, now = set(cache.names), set(self._names)
+                changed |= before ^ now
+                cache.names = self._names
+            cache.seen = len(log)
+            names = changed
+        entries, fitting = cache.entries, cache.fitting
+        for name in names:
+            node = self._by_name.get(name)
+            if node is None:
+                fitting.pop(name, None)
+                continue
+            version = self._version.get(name, 0)
+            hit = entries.get(name)
             if hit is None or hit[0] != version:
                 fits = self._fits(pod, node, need, _NODE_LOCAL, {})
-                hit = cache[node.name] = (version, self._entry(pod, node) if fits else None)
-            if hit[1] is not None and (not inter_pod or plan.allows(node)):
-                rows.append((node.name, hit[1]))
-        if rows:
-            return self._bind(pod, _pick(rows))
-        return self._preempt(pod, need)
+                hit = entries[name] = (version, self._entry(pod, node) if fits else None)
+            if hit[1] is None:
+                fitting.pop(name, None)
+            else:
+                fitting[name] = hit[1]
+        return fitting
 
     def _resolve_hint(self, key: str) -> str:
         target = self._hints.get(key, "")
