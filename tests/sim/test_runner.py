@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,12 @@ def test_cluster_autoscaler_baseline_runs_on_the_same_trace(small: scenario.Scen
 def test_unknown_mode_is_refused(small: scenario.Scenario) -> None:
     with pytest.raises(ValueError, match="mode"):
         runner.run(small, seed=1, mode="gke")
+
+
+def test_the_collector_is_tuned_during_a_run_and_restored_after(small: scenario.Scenario) -> None:
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    runner.run(small, seed=1, until=600.0, progress=lambda _done, _total: seen.append(gc.get_threshold()))
+    assert seen and all(t == runner._GC_THRESHOLDS for t in seen)
+    assert before != runner._GC_THRESHOLDS
+    assert gc.get_threshold() == before

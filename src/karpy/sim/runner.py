@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,7 @@ MODES = (KARPY, CLUSTER_AUTOSCALER)
 JOB_POD_TTL = 60.0  # finished Job pods are removed after this (the TTL-after-finished controller)
 _UNREGISTERED = "karpenter.sh/unregistered"
 _CHUNK = 600.0  # progress is reported every 10 virtual minutes
+_GC_THRESHOLDS = (50_000, 20, 100)  # young collections every 50,000 allocations (default 700)
 
 _CATALOGS: dict[tuple[Any, ...], Catalog] = {}
 Progress = Callable[[float, float], object]  # (virtual seconds done, total)
@@ -260,6 +262,23 @@ def _ca_disruptions(autoscaler: cluster_autoscaler.ClusterAutoscaler) -> dict[st
     return out
 
 
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Python's cyclic garbage collector tuned for a long run over a large, long-lived heap.
+
+    The run keeps hundreds of thousands of live objects (pods, nodes, caches); with the default
+    thresholds (700, 10, 10) the collector walks them over and over, about a sixth of a large
+    run's CPU. Collections only free cycles (reference counting frees the rest at once), so
+    rarer young collections change no result, only when cycles are freed. Restored afterwards.
+    """
+    before = gc.get_threshold()
+    gc.set_threshold(*_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def run(
     scenario: Scenario,
     *,
@@ -340,11 +359,12 @@ def run(
         loop, workloads, deployments=scenario.deployments, jobs=scenario.jobs, start=start, end=end
     )
     now = start
-    while now < end:
-        now = min(end, now + _CHUNK)
-        loop.run(now)
-        if progress is not None:
-            progress(now - start, end - start)
+    with _fewer_collections():
+        while now < end:
+            now = min(end, now + _CHUNK)
+            loop.run(now)
+            if progress is not None:
+                progress(now - start, end - start)
     collector.record()
     figures = sim_metrics.summary(
         collector=collector,
