@@ -130,10 +130,10 @@ class Pod:
     scheduling_gated: bool = False
     termination_grace_seconds: int = 30
     priority_class: str = ""
+    key: str = field(init=False, repr=False, compare=False)  # namespace/name, set once
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     @property
     def controller(self) -> OwnerRef | None:
