@@ -37,7 +37,7 @@ requeues each such pod every 10 s); its first pass also triggers for pods alread
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 
 from karpy.controllers import claims
@@ -104,7 +104,7 @@ def _leaving(node: StateNode) -> bool:
 def select_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Pod]]:
     """``(provisionable pending pods, reschedulable pods of leaving nodes)``, each sorted by key."""
     node_names = {n.node.name for n in snapshot.nodes if n.node is not None}
-    pending = [p for p in snapshot.pods if provisionable(p, node_names)]
+    pending = [p for p in snapshot.unbound_pods() if provisionable(p, node_names)]
     moving = [p for n in snapshot.nodes if _leaving(n) for p in n.pods if reschedulable(p)]
     return sorted(pending, key=lambda p: p.key), sorted(moving, key=lambda p: p.key)
 
@@ -194,7 +194,7 @@ class Provisioner:
         if self._opened is None and self._retrigger_at is not None and now + _EPSILON >= self._retrigger_at:
             self._retrigger_at = None
             cluster = self.ctx.cluster
-            if any(provisionable(p, cluster.nodes) for p in cluster.pods.values()):
+            if any(provisionable(p, cluster.nodes) for p in cluster.unbound_pods()):
                 self.trigger()
             else:
                 self.ctx.metrics.unschedulable_pods.set(0)
@@ -227,13 +227,14 @@ class Provisioner:
             ctx.metrics.unschedulable_pods.set(0)
             return False
         started = self._timer() if self._timer is not None else None
-        results = scheduling.solve(snapshot, pending + moving)
+        solved = pending + moving
+        results = scheduling.solve(snapshot, solved)
         if started is not None and self._timer is not None:
             ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(self._timer() - started)
         until = now + nomination_ttl(ctx.settings.batch.max_seconds)
         unschedulable = len(results.errors)
         unschedulable += self._create(snapshot, results.new_claims, now=now, until=until)
-        self._nominate_existing(snapshot, results.existing, now=now, until=until)
+        self._nominate_existing(snapshot, solved, results.existing, now=now, until=until)
         for error in results.errors:
             self._failed_scheduling(error.pod, error.summary(), now)
         ctx.metrics.unschedulable_pods.set(unschedulable)
@@ -284,10 +285,11 @@ class Provisioner:
         return left_out
 
     def _nominate_existing(
-        self, snapshot: Snapshot, existing: dict[str, str], *, now: float, until: float
+        self, snapshot: Snapshot, solved: Sequence[Pod], existing: dict[str, str], *, now: float, until: float
     ) -> None:
+        """Nominate the nodes that ``existing`` places pods of ``solved`` on."""
         by_name = {n.name: n for n in snapshot.nodes}
-        pods = {p.key: p for p in snapshot.pods}
+        pods = {p.key: p for p in solved}
         for pod_key in sorted(existing):
             state = by_name.get(existing[pod_key])
             pod = pods.get(pod_key)

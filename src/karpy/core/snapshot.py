@@ -124,12 +124,21 @@ class Snapshot:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
+    # the pods of ``pods`` without a node, in the same order, when its maker keeps them apart
+    # (the cluster state does); None: found by walking ``pods``
+    unbound: tuple[Pod, ...] | None = None
+
+    def unbound_pods(self) -> tuple[Pod, ...]:
+        """The pods without a node, in the order of ``pods``."""
+        if self.unbound is not None:
+            return self.unbound
+        return tuple(p for p in self.pods if not p.node_name)
 
     def pending_pods(self) -> tuple[Pod, ...]:
         """Pods the provisioner should find capacity for (unbound, not terminal, not DaemonSet)."""
         return tuple(
             p
-            for p in self.pods
+            for p in self.unbound_pods()
             if not p.node_name
             and not p.is_terminal()
             and not p.deleting

@@ -11,13 +11,14 @@ runner and the controllers.
 
 The public dicts (``pods``, ``nodes``, ``claims``, ...) are the state; read them freely but
 never write them directly: ``apply`` also keeps indexes beside them (bound pods by node
-name, claims by providerID and by node name, sorted keys) and a ``version`` bumped on every
-change. With these, :meth:`Cluster.state_nodes` costs O(nodes + claims) after a change, only
-the StateNodes of the nodes concerned (and a tuple copy) when only bound pods changed, and
-O(1) when nothing that it reads changed, and it hands back the *same* ``StateNode`` object
-for a node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
-cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, NodePools,
-DaemonSets and PDBs while those dicts are unchanged.
+name, pods without a node, claims by providerID and by node name, sorted keys) and a
+``version`` bumped on every change. With these, :meth:`Cluster.state_nodes` costs
+O(nodes + claims) after a change; only the StateNodes concerned (and a tuple copy) when
+only bound pods, or NodeClaims keeping their providerID and nodeName, changed; and O(1)
+when nothing that it reads changed. It hands back the *same* ``StateNode`` object for a
+node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
+cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, pods
+without a node, NodePools, DaemonSets and PDBs while those dicts are unchanged.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Cluster:
         self._tick = 0
         self._pod_order: dict[str, int] = {}  # pod key -> position in ``pods`` (insertion order)
         self._pod_keys: list[str] = []  # sorted keys of ``pods``
+        self._unbound: dict[str, Pod] = {}  # pod key -> pod without a node
         self._bound: dict[str, dict[str, Pod]] = {}  # node name -> pod key -> bound pod
         self._bound_sorted: dict[str, tuple[Pod, ...]] = {}  # node name -> its bound pods by key
         self._claim_order: dict[str, int] = {}  # claim name -> position in ``claims``
@@ -155,12 +157,17 @@ class Cluster:
             del self.pods[key]
             del self._pod_order[key]
             del self._pod_keys[bisect.bisect_left(self._pod_keys, key)]
+            self._unbound.pop(key, None)
         else:
             if old is None:
                 self._tick += 1
                 self._pod_order[key] = self._tick
                 bisect.insort(self._pod_keys, key)
             self.pods[key] = pod
+            if pod.node_name:
+                self._unbound.pop(key, None)
+            else:
+                self._unbound[key] = pod
         bound = False
         moved = self._pods_moved
         if old is not None and old.node_name:
@@ -276,6 +283,10 @@ class Cluster:
             return []
         order = self._pod_order
         return sorted(bound.values(), key=lambda p: order[p.key])
+
+    def unbound_pods(self) -> Iterable[Pod]:
+        """The pods without a node, in no particular order."""
+        return self._unbound.values()
 
     def claim_for_node(self, node: Node) -> NodeClaim | None:
         """The first NodeClaim (in the order of ``claims``) with the Node's providerID."""
@@ -461,6 +472,17 @@ class Cluster:
         self._sorted[store] = (version, out)
         return out
 
+    def _sorted_unbound(self) -> tuple[Pod, ...]:
+        """The pods without a node by key, one cached tuple while ``pods`` is unchanged."""
+        version = self._store_versions.get("pods", 0)
+        cached = self._sorted.get("unbound")
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        unbound = self._unbound
+        out = tuple(unbound[k] for k in sorted(unbound))
+        self._sorted["unbound"] = (version, out)
+        return out
+
     def snapshot(self, now: float) -> Snapshot:
         pools: tuple[NodePool, ...] = self._sorted_values("node_pools", self.node_pools)
         return Snapshot(
@@ -471,6 +493,7 @@ class Cluster:
             instance_types={p.name: self._pool_types(p) for p in pools},
             daemonsets=self._sorted_values("daemonsets", self.daemonsets),
             pdbs=self._sorted_values("pdbs", self.pdbs),
+            unbound=self._sorted_unbound(),
             namespaces=dict(self.namespaces),
             well_known=self.well_known,
             settings=self.settings,
