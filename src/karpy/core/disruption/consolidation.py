@@ -107,12 +107,12 @@ def simulate(
     deleting = [pods for name, pods in shared.deleting if name not in names]
     groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
     moved = [p for c in chosen for p in c.reschedulable]
-    pods = [p for group in groups for p in group]
     when = stop(groups) if stop is not None else None
     if when is not None and consolidation:
         nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
+    pods = [p for group in groups for p in group]
     results = scheduling.solve(
         snapshot, pods, consolidation=consolidation, stop=when, without=frozenset(names)
     )

@@ -11,7 +11,8 @@ every NodePool the pod could open a NodeClaim in is one whose first claim stops 
 (``StopWhen.any_claim_of``, the spot-to-spot gate), the answer of ``consolidation.compute``
 is certainly None, and :func:`unplaceable` says so without the solve. The solves of a pass
 share one :class:`_PassRoom` (per snapshot object), which remembers per pod kind the nodes
-with room and per pod size their slots.
+with room and per pod size their slots, both read off one matrix of the open nodes' free
+resources.
 
 Room for each moved pod alone is not enough: the moved pods share the free room of the other
 nodes. :func:`unplaceable` also counts, for each size ``r`` among the moved pods, how many of
@@ -25,9 +26,12 @@ certain.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.existing import NodeBase, existing_places
@@ -73,6 +77,59 @@ class Crowded:
 
 
 @dataclass(slots=True)
+class _Free:
+    """What the open nodes have left for pods, as one matrix: a row per open node whose own
+    overhead does not overflow it (:func:`_free`), a column per resource any of them has."""
+
+    names: list[str]  # the row's node
+    columns: dict[str, int]  # resource -> column
+    free: np.ndarray  # int64 [rows, columns]
+    tainted: list[tuple[int, NodeBase]]  # rows of nodes with a NoSchedule or NoExecute taint
+
+    @staticmethod
+    def of(open_nodes: Sequence[tuple[str, NodeBase]]) -> _Free:
+        names: list[str] = []
+        rows: list[dict[str, int]] = []
+        tainted: list[tuple[int, NodeBase]] = []
+        for name, base in open_nodes:
+            free = _free(base)
+            if free is None:
+                continue
+            if any(t.effect in _HARD for t in base.taints):
+                tainted.append((len(rows), base))
+            names.append(name)
+            rows.append(free)
+        columns = {k: i for i, k in enumerate(sorted({k for row in rows for k in row}))}
+        matrix = np.zeros((len(rows), len(columns)), dtype=np.int64)
+        for i, row in enumerate(rows):
+            for k, v in row.items():
+                matrix[i, columns[k]] = v
+        return _Free(names, columns, matrix, tainted)
+
+    def tolerated(self, tolerations: tuple[Toleration, ...]) -> np.ndarray:
+        """Per row: whether the pod's tolerations take every hard taint of the node."""
+        mask = np.ones(len(self.names), dtype=bool)
+        for row, base in self.tainted:
+            if _refuses(base.taints, tolerations):
+                mask[row] = False
+        return mask
+
+    def asked(self, least: Resources) -> tuple[list[int], np.ndarray] | None:
+        """The columns of the resources ``least`` asks a positive amount of, and the amounts;
+        None when it asks for a resource no open node has."""
+        columns: list[int] = []
+        amounts: list[int] = []
+        for k, v in least.items():
+            if v > 0:
+                column = self.columns.get(k)
+                if column is None:
+                    return None
+                columns.append(column)
+                amounts.append(v)
+        return columns, np.array(amounts, dtype=np.int64)
+
+
+@dataclass(slots=True)
 class _PassRoom:
     open: list[tuple[str, NodeBase]]  # initialized active nodes outside their consolidateAfter window
     window: frozenset[str]  # active nodes inside it
@@ -84,6 +141,12 @@ class _PassRoom:
     slots: dict[tuple[Resources, tuple[Toleration, ...]], tuple[int, dict[str, int]]] = field(
         default_factory=dict
     )
+    matrix: _Free | None = None
+
+    def _matrix(self) -> _Free:
+        if self.matrix is None:
+            self.matrix = _Free.of(self.open)
+        return self.matrix
 
     def with_room(self, pod: Pod) -> frozenset[str]:
         """The open nodes whose free resources take the pod and whose hard taints it tolerates."""
@@ -91,12 +154,16 @@ class _PassRoom:
         key = (requests, pod.tolerations)
         found = self.fits.get(key)
         if found is None:
-            found = self.fits[key] = frozenset(
-                name
-                for name, base in self.open
-                if base.requests.fits_with(requests, base.available)
-                and not _refuses(base.taints, pod.tolerations)
-            )
+            free = self._matrix()
+            mask = free.tolerated(pod.tolerations)
+            # a resource it asks for that no node has: it fits nowhere (0 free); one it asks
+            # none of never stops it
+            asked = free.asked(requests)
+            if asked is None:
+                mask[:] = False
+            elif asked[0]:
+                mask &= (free.free[:, asked[0]] >= asked[1]).all(axis=1)
+            found = self.fits[key] = frozenset(itertools.compress(free.names, mask.tolist()))
         return found
 
     def slots_for(self, least: Resources, tolerations: tuple[Toleration, ...]) -> tuple[int, dict[str, int]]:
@@ -105,17 +172,15 @@ class _PassRoom:
         key = (least, tolerations)
         found = self.slots.get(key)
         if found is None:
-            asked = [(k, v) for k, v in least.items() if v > 0]
+            free = self._matrix()
+            asked = free.asked(least)
             per_node: dict[str, int] = {}
-            for name, base in self.open:
-                if _refuses(base.taints, tolerations):
-                    continue
-                free = _free(base)
-                if free is None:
-                    continue
-                count = min(free.get(k, 0) // v for k, v in asked)
-                if count > 0:
-                    per_node[name] = per_node.get(name, 0) + count
+            if asked is not None and asked[0]:
+                counts = (free.free[:, asked[0]] // asked[1]).min(axis=1)
+                counts[~free.tolerated(tolerations)] = 0
+                for row in np.flatnonzero(counts > 0).tolist():
+                    name = free.names[row]
+                    per_node[name] = per_node.get(name, 0) + int(counts[row])
             found = self.slots[key] = (sum(per_node.values()), per_node)
         return found
 

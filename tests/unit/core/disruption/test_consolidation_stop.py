@@ -14,6 +14,7 @@ import random
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from types import SimpleNamespace
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -24,11 +25,13 @@ import builders as b
 from karpy import settings as settings_mod
 from karpy.core import scheduling
 from karpy.core.disruption import compute, consolidation, room
+from karpy.core.scheduling.podinfo import pod_requests
 from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, StopWhen
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk
 from karpy.model.catalog import Offering
 from karpy.model.requirements import Requirement
+from karpy.model.resources import Resources
 from karpy.model.taints import Taint, Toleration
 
 NOW = 1_000_000.0
@@ -540,3 +543,56 @@ def test_the_count_of_slots_decides_what_the_full_solve_decides(monkeypatch: Any
     fired = shortcut_against_full_solves(monkeypatch, crowded_cluster, 11, 200)
     kinds = Counter(type(found).__name__ for found in fired)
     assert kinds["Crowded"] >= 40 and kinds["NoneType"] >= 40, kinds
+
+
+# -- the room matrix against a node-by-node count -------------------------------------------------------
+
+_HARD_TAINT = Taint("dedicated", "NoSchedule", "db")
+_TOLERATE = (Toleration(key="dedicated", operator="Equal", value="db", effect="NoSchedule"),)
+_amounts = st.sampled_from([0, 1, 250, 500, 999, 1000, 1001, 2000])
+
+
+@st.composite
+def open_nodes(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    nodes = []
+    for i in range(draw(st.integers(0, 8))):
+        available = {"cpu": draw(_amounts), "memory": draw(_amounts), "pods": draw(st.integers(0, 3))}
+        if draw(st.booleans()):
+            available["example.com/gpu"] = draw(st.integers(0, 2))
+        used = {"cpu": draw(_amounts), "memory": draw(_amounts), "pods": draw(st.integers(0, 3))}
+        taints = (_HARD_TAINT,) if draw(st.booleans()) else ()
+        base = SimpleNamespace(available=Resources(available), requests=Resources(used), taints=taints)
+        nodes.append((f"n{i % 2}", base))  # a name may repeat
+    return nodes
+
+
+@settings(max_examples=300, deadline=None)
+@given(open_nodes(), _amounts, _amounts, st.integers(0, 2), st.booleans())
+def test_room_and_slots_equal_a_node_by_node_count(
+    nodes: list[tuple[str, Any]], cpu: int, memory: int, gpus: int, tolerant: bool
+) -> None:
+    asked = {"cpu": cpu, "memory": memory}
+    if gpus:
+        asked["example.com/gpu"] = gpus
+    tolerations = _TOLERATE if tolerant else ()
+    pod = b.pod("p", tolerations=list(tolerations), requests=Resources(asked))
+    need = pod_requests(pod)  # what with_room asks for: the requests and the pod's slot
+    refused = [bool(base.taints) and not tolerant for _, base in nodes]
+    passroom = room._PassRoom(nodes, frozenset(), frozenset(), frozenset(n for n, _ in nodes), ())
+    expected_fit = {
+        name
+        for (name, base), no in zip(nodes, refused, strict=True)
+        if not no and base.requests.fits_with(need, base.available)
+    }
+    assert passroom.with_room(pod) == expected_fit
+    positive = [(k, v) for k, v in need.items() if v > 0]
+    expected_slots: Counter[str] = Counter()
+    for (name, base), no in zip(nodes, refused, strict=True):
+        free = room._free(base)
+        if no or free is None:
+            continue
+        count = min(free.get(k, 0) // v for k, v in positive)
+        if count > 0:
+            expected_slots[name] += count
+    slots = passroom.slots_for(need, tolerations)
+    assert slots == (sum(expected_slots.values()), dict(expected_slots))
