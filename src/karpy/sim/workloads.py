@@ -17,8 +17,11 @@ garbage-collection controllers and the kubelet would:
 - a bound pod becomes Running and Ready ``ready_after`` seconds after its binding
   (a number, or ``ready_after(pod_raw, node_raw) -> seconds`` for image pulls).
 
-``reconcile()`` is a loop task (registered on construction, woken by watch events); the
-start and completion of pods are one-shot loop callbacks. Used by the simulator and by
+``reconcile()`` is a loop task (registered on construction, woken by watch events). It syncs
+only the workloads whose desired state or pods' status changed since their last sync began
+(the sync of any other would do nothing: it reads nothing else), and looks for pods of gone
+Nodes only after a Node was deleted. The start and completion of pods are one-shot loop
+callbacks. Used by the simulator and by
 controller tests; deterministic (names from counters, iteration in sorted order).
 """
 
@@ -153,6 +156,10 @@ class _Workload:
     next_index: int = 0
     pods: dict[str, _Pod] = field(default_factory=dict)
 
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
     def fenceposts(self) -> tuple[int, int]:
         """maxSurge (rounded up) and maxUnavailable (rounded down); both zero means one unavailable."""
         surge = _scaled(self.max_surge, self.replicas, round_up=True)
@@ -185,6 +192,11 @@ class Workloads:
         self._workloads: dict[tuple[str, str, str], _Workload] = {}  # (kind, namespace, name)
         self._owned: dict[tuple[str, str], _Workload] = {}  # (namespace, pod name) -> owner
         self._nodes: dict[str, RawObject] = {}
+        # what the next reconcile must look at: the workloads whose desired state or pods'
+        # status changed since their last sync began (the others' sync would do nothing), and
+        # whether a Node went away (pod garbage collection)
+        self._dirty: set[tuple[str, str, str]] = set()
+        self._collect = False
         if register:
             loop.add(name, lambda: self.reconcile().requeue_after)
         kube.watch(self._on_event)
@@ -212,17 +224,17 @@ class Workloads:
         wl.recreate = strategy.get("type") == "Recreate"
         wl.max_surge = rolling.get("maxSurge", DEFAULT_STRATEGY["maxSurge"])
         wl.max_unavailable = rolling.get("maxUnavailable", DEFAULT_STRATEGY["maxUnavailable"])
-        self._wake()
+        self._wake(key)
 
     def scale(self, name: str, namespace: str, *, replicas: int) -> None:
         self._get(DEPLOYMENT, name, namespace).replicas = replicas
-        self._wake()
+        self._wake((DEPLOYMENT, namespace, name))
 
     def rollout(self, name: str, namespace: str, *, template: Mapping[str, Any]) -> None:
         """Change the pod template; pods are replaced per the Deployment's strategy."""
         wl = self._get(DEPLOYMENT, name, namespace)
         wl.template, wl.hash = copy.deepcopy(dict(template)), template_hash(template)
-        self._wake()
+        self._wake((DEPLOYMENT, namespace, name))
 
     def delete_deployment(self, name: str, namespace: str) -> None:
         """Forget the Deployment and delete its pods."""
@@ -255,7 +267,7 @@ class Workloads:
             parallelism=parallelism,
             run_for=run_for,
         )
-        self._wake()
+        self._wake(key)
 
     def status(self, kind: str, name: str, namespace: str) -> WorkloadStatus:
         wl = self._get(kind, name, namespace)
@@ -277,11 +289,16 @@ class Workloads:
 
     # -- reconcile -------------------------------------------------------------------------
     def reconcile(self) -> Result:
+        collect, self._collect = self._collect, False
         for key in sorted(self._workloads):
             wl = self._workloads[key]
-            for pod in sorted(wl.pods.values(), key=lambda p: p.name):
-                if pod.node and pod.node not in self._nodes and pod.active:
-                    self._delete(wl, pod)  # pod garbage collection: its node is gone
+            if collect:
+                for pod in sorted(wl.pods.values(), key=lambda p: p.name):
+                    if pod.node and pod.node not in self._nodes and pod.active:
+                        self._delete(wl, pod)  # pod garbage collection: its node is gone
+            if key not in self._dirty:
+                continue
+            self._dirty.discard(key)  # (what the sync itself changes marks it again)
             if wl.kind == DEPLOYMENT:
                 self._sync_deployment(wl)
             else:
@@ -369,6 +386,7 @@ class Workloads:
         except errors.AlreadyExists:
             wl.pods.pop(name, None)
             self._owned.pop(key, None)
+            self._dirty.add(wl.key)  # the next reconcile tries again
             return
         self.pods_created += 1
 
@@ -376,7 +394,10 @@ class Workloads:
         with contextlib.suppress(errors.NotFound):
             self._kube.delete("Pod", pod.name, wl.namespace)
 
-    def _wake(self) -> None:
+    def _wake(self, key: tuple[str, str, str] | None = None) -> None:
+        """Have the next reconcile sync the workload ``key`` (None: none; a Node went away)."""
+        if key is not None:
+            self._dirty.add(key)
         if self.name in self._loop.tasks:
             self._loop.wake(self.name)
 
@@ -385,6 +406,7 @@ class Workloads:
         if event.kind == "Node":
             if event.type == "DELETED":
                 self._nodes.pop(meta.get("name", ""), None)
+                self._collect = True
                 self._wake()
             else:
                 self._nodes[meta.get("name", "")] = event.obj
@@ -398,7 +420,7 @@ class Workloads:
         if event.type == "DELETED":
             wl.pods.pop(key[1], None)
             del self._owned[key]
-            self._wake()
+            self._wake(wl.key)
             return
         pod = wl.pods.get(key[1])
         if pod is None:
@@ -419,7 +441,7 @@ class Workloads:
             uid = pod.uid
             self._loop.call_later(max(0.0, delay), lambda: self._start(key, uid), name=f"{self.name}:start")
         if before != (pod.phase, pod.ready, pod.deleting):
-            self._wake()
+            self._wake(wl.key)
 
     def _current(self, key: tuple[str, str], uid: str) -> tuple[_Workload, _Pod] | None:
         wl = self._owned.get(key)
