@@ -93,7 +93,16 @@ class Memo:
         self._prices = _Store()  # (id(type), zone/capacity-type labels) -> (type, price)
         self._hashes = _Store()  # id(pool) -> (pool, hash)
         self._conflicts = _Store()  # (node labels, pool requirements, pool labels) -> (conflicts,)
-        self._stores = (self._pods, self._nodes, self._prices, self._hashes, self._conflicts)
+        # (id(Node labels), id(NodeClaim labels), id(pool), claim-only name) -> (those, conflicts)
+        self._conflict_ids = _Store()
+        self._stores = (
+            self._pods,
+            self._nodes,
+            self._prices,
+            self._hashes,
+            self._conflicts,
+            self._conflict_ids,
+        )
         self._pdbs: tuple[PodDisruptionBudget, ...] = ()
         self._pdb_key: tuple[object, ...] = ()
         self._token = 0  # changes when which PDBs select a pod may change
@@ -233,15 +242,26 @@ class Memo:
 
         It reads only the node's labels and the pool's requirements and template labels (all
         in order: the conflicts list follows it), and a NodePool object is replaced on every
-        status update, so the key is those values.
+        status update, so the key is those values. Before building that key, the same label
+        maps and NodePool object as an earlier call give that call's answer.
         """
+        node_labels = node.node.labels if node.node is not None else None
+        claim_labels = node.claim.labels if node.claim is not None else None
+        # a StateNode's labels are made of these two maps (and its name, without a Node): the
+        # same objects, the same labels, whatever else of the StateNode changed
+        ident = (id(node_labels), id(claim_labels), id(pool), node.name if node_labels is None else "")
+        held = self._conflict_ids.get(ident)
+        if held is not None and held[0] is node_labels and held[1] is claim_labels and held[2] is pool:
+            cached: str | None = held[3]
+            return cached
         key = (tuple(node.labels.items()), pool.requirements, tuple(pool.labels.items()))
         entry = self._conflicts.get(key)
         if entry is not None:
-            cached: str | None = entry[0]
-            return cached
-        found = drift.requirement_conflicts(node, pool)
-        self._conflicts.cur[key] = (found,)
+            found: str | None = entry[0]
+        else:
+            found = drift.requirement_conflicts(node, pool)
+            self._conflicts.cur[key] = (found,)
+        self._conflict_ids.cur[ident] = (node_labels, claim_labels, pool, found)
         return found
 
     def drift_reason(self, node: StateNode, pool: NodePool) -> str | None:
