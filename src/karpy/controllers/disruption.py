@@ -17,10 +17,12 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
   claims, the pass is recomputed on a snapshot in which they are already being deleted (what
   the state will show once the expiration controller has acted).
 - ``Empty`` and ``Underutilized`` commands wait the 15 s validation delay (kept as state with a
-  deadline), then the pass is recomputed: an emptiness command goes on with its candidates
-  that are still in the fresh emptiness command; a consolidation command only when the fresh
-  decision disrupts the same candidates the same way and, for a replace, the pending
-  replacement's instance types are a subset of the fresh one's. Otherwise it is dropped with
+  deadline). An emptiness command then goes on with its candidates that a recomputed pass's
+  emptiness command still deletes. A consolidation command is validated as upstream does
+  (:func:`karpy.core.disruption.validate`): only its own candidates are re-checked (still
+  consolidation candidates, within budget) and re-simulated (a delete still needs no new
+  NodeClaim; a replace exactly one whose instance types include the pending replacement's),
+  whatever another pass would now prefer. Otherwise it is dropped with
   ``ConsolidationRejected`` and ``disruption_failed_validations{reason}``. ``Drifted``
   commands start at once.
 """
@@ -152,29 +154,36 @@ class Disruption:
 
     # -- validation and execution ----------------------------------------------------------
     def _validate(self, pending: Pending) -> bool:
-        """Recompute at the deadline; start what is still valid. True when a command started."""
+        """Re-check at the deadline; start what is still valid. True when a command started."""
         ctx = self.ctx
         command = pending.command
+        if command.reason == core.UNDERUTILIZED:
+            why = core.validate(ctx.cluster.snapshot(ctx.now()), command, memo=self.memo)
+            if why is None:
+                return self._execute(command)
+            self._reject(command, why, f"{command.method} rejected at validation ({why}): no longer valid")
+            return False
+        # emptiness: the candidates that the fresh pass's emptiness command still deletes
         decision = self._compute(ctx.cluster.snapshot(ctx.now()))
         fresh = decision.command
         valid: core.Command | None = None
         if fresh is not None and fresh.reason == command.reason:
-            if command.reason == core.EMPTY:
-                still = tuple(name for name in command.candidates if name in fresh.candidates)
-                valid = dataclasses.replace(command, candidates=still) if still else None
-            elif set(fresh.candidates) == set(command.candidates) and fresh.decision == command.decision:
-                valid = command if _options_subset(command, fresh) else None
+            still = tuple(name for name in command.candidates if name in fresh.candidates)
+            valid = dataclasses.replace(command, candidates=still) if still else None
         if valid is None:
             why = _rejection_reason(command, decision)
             message = f"{command.method} rejected at validation ({why}): " + (
                 "no longer valid" if fresh is None else f"now {fresh.method} of {', '.join(fresh.candidates)}"
             )
-            for name in command.candidates:
-                ctx.event("Node", name, "ConsolidationRejected", message)
-            ctx.metrics.disruption_failed_validations.labels(reason=why).inc()
-            self.dirty = True
+            self._reject(command, why, message)
             return False
         return self._execute(valid)
+
+    def _reject(self, command: core.Command, why: str, message: str) -> None:
+        for name in command.candidates:
+            self.ctx.event("Node", name, "ConsolidationRejected", message)
+        self.ctx.metrics.disruption_failed_validations.labels(reason=why).inc()
+        self.dirty = True
 
     def _execute(self, command: core.Command) -> bool:
         started = self.queue.start(command)
@@ -245,16 +254,6 @@ def _budget_bound(decision: core.Decision) -> bool:
     if any(allowed <= 0 for per_pool in decision.budgets.values() for allowed in per_pool.values()):
         return True
     return any("budget" in note for r in decision.records.values() for note in r.reasons)
-
-
-def _options_subset(pending: core.Command, fresh: core.Command) -> bool:
-    """Every pending replacement's instance types are among the fresh replacement's."""
-    if len(pending.replacements) != len(fresh.replacements):
-        return False
-    for old, new in zip(pending.replacements, fresh.replacements, strict=True):
-        if not {it.name for it in old.instance_types} <= {it.name for it in new.instance_types}:
-            return False
-    return True
 
 
 def _rejection_reason(command: core.Command, decision: core.Decision) -> str:

@@ -1,7 +1,7 @@
 """Disruption decisions as a pure function of a snapshot and ``now``."""
 
 from karpy.core.disruption.memo import Memo
-from karpy.core.disruption.methods import compute
+from karpy.core.disruption.methods import compute, validate
 from karpy.core.disruption.types import (
     DRIFTED,
     EMPTY,
@@ -24,4 +24,5 @@ __all__ = [
     "Memo",
     "NodeRecord",
     "compute",
+    "validate",
 ]

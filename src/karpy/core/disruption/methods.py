@@ -155,27 +155,33 @@ class _Pass:
     def consolidatable(self, graceful: Sequence[Candidate]) -> list[Candidate]:
         out = []
         for c in graceful:
-            policy = c.pool.disruption.consolidation_policy
-            claim = c.node.claim
-            assert claim is not None
-            if c.instance_type is None:
-                self.note(c.name, "not consolidatable: instance type unknown")
-            elif not c.capacity_type or not c.zone:
-                self.note(c.name, "not consolidatable: no capacity-type or zone label")
-            elif c.pool.disruption.consolidate_after is None:
-                self.note(c.name, "not consolidatable: consolidateAfter is Never")
-            elif policy not in ("WhenEmptyOrUnderutilized", "Balanced"):
-                self.note(c.name, f"not consolidatable: consolidationPolicy {policy}")
-            elif not lifecycle.consolidatable(c.pool, claim, self.now):
-                self.note(c.name, "not consolidatable yet: consolidateAfter has not elapsed")
-            elif self._stabilizing(c.pool):
-                self.note(c.name, f"not consolidatable: {_STABILIZATION} window after recent pod changes")
+            why = self._not_consolidatable(c)
+            if why is not None:
+                self.note(c.name, why)
             elif not c.reschedulable:
                 self.note(c.name, "empty: left to emptiness")
             else:
                 out.append(c)
         out.sort(key=lambda c: (-c.savings_ratio, c.name))
         return out
+
+    def _not_consolidatable(self, c: Candidate) -> str | None:
+        policy = c.pool.disruption.consolidation_policy
+        claim = c.node.claim
+        assert claim is not None
+        if c.instance_type is None:
+            return "not consolidatable: instance type unknown"
+        if not c.capacity_type or not c.zone:
+            return "not consolidatable: no capacity-type or zone label"
+        if c.pool.disruption.consolidate_after is None:
+            return "not consolidatable: consolidateAfter is Never"
+        if policy not in ("WhenEmptyOrUnderutilized", "Balanced"):
+            return f"not consolidatable: consolidationPolicy {policy}"
+        if not lifecycle.consolidatable(c.pool, claim, self.now):
+            return "not consolidatable yet: consolidateAfter has not elapsed"
+        if self._stabilizing(c.pool):
+            return f"not consolidatable: {_STABILIZATION} window after recent pod changes"
+        return None
 
     def _stabilizing(self, pool: NodePool) -> bool:
         found = self.stabilizing.get(pool.name)
@@ -217,6 +223,33 @@ class _Pass:
         for name, reason in reasons.items():
             self.note(name, f"not consolidated: {reason}")
         return command
+
+    # -- validation ------------------------------------------------------------------------
+    def invalid(self, command: Command) -> str | None:
+        """Why a consolidation command no longer holds (``churn``, ``budget``, ``scheduling``), or
+        None: upstream's validator (see :func:`validate`)."""
+        graceful = {c.name: c for c in self.candidates().graceful}
+        chosen: list[Candidate] = []
+        for name in command.candidates:
+            c = graceful.get(name)
+            if c is None or self._not_consolidatable(c) is not None:
+                return "churn"
+            chosen.append(c)
+        left: dict[str, int] = {}
+        for c in chosen:
+            allowed = left.setdefault(c.pool.name, self.budget(c.pool.name, UNDERUTILIZED))
+            if allowed <= 0:
+                return "budget"
+            left[c.pool.name] = allowed - 1
+        sim = consolidation.simulate(self.snapshot, chosen, consolidation=True)
+        new = sim.results.new_claims
+        if sim.stranded or len(new) != len(command.replacements) or len(new) > 1:
+            return "scheduling"
+        if new and not {it.name for it in command.replacements[0].instance_types} <= {
+            it.name for it in new[0].instance_types
+        }:
+            return "scheduling"
+        return None
 
     # -- the pass --------------------------------------------------------------------------
     def run(self) -> Decision:
@@ -293,3 +326,18 @@ def compute(snapshot: Snapshot, now: float | None = None, *, memo: Memo | None =
     until = horizon.next_change(snapshot, snapshot.now)
     memo.last_pass = LastPass(snapshot, ids, snapshot.now, until, decision)
     return decision
+
+
+def validate(snapshot: Snapshot, command: Command, *, memo: Memo | None = None) -> str | None:
+    """Why the consolidation ``command``, found by an earlier pass, no longer holds on
+    ``snapshot``, or None: upstream's validator, 15 s after the decision.
+
+    It asks only about the command's own candidates: each must still be a graceful candidate
+    that consolidation may take (consolidateAfter elapsed, not nominated, ...), within its
+    NodePool's ``Underutilized`` budget (``budget``; otherwise ``churn``); then a simulation
+    of moving their pods must place every non-pending one (on initialized nodes) with no new
+    NodeClaim for a delete, and with exactly one for a replace, whose instance types include
+    all of the command's replacement's (``scheduling``). Whether another command would now be
+    better is not asked, nor is the price checked again.
+    """
+    return _Pass(snapshot, snapshot.now, memo if memo is not None else Memo()).invalid(command)
