@@ -139,9 +139,5 @@ class Snapshot:
         return tuple(
             p
             for p in self.unbound_pods()
-            if not p.node_name
-            and not p.is_terminal()
-            and not p.deleting
-            and not p.is_daemonset_pod()
-            and not p.scheduling_gated
+            if not p.is_terminal() and not p.deleting and not p.is_daemonset_pod() and not p.scheduling_gated
         )

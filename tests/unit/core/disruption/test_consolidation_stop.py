@@ -65,6 +65,16 @@ def spot_snapshot(pods: list[Any], *, pools: list[Any] | None = None, types: Any
     )
 
 
+def refused_by_the_spot_gate(snap: Snapshot, chosen: Any) -> str:
+    """Why consolidating ``chosen`` is refused with the stop on; asserts that the full solve is
+    refused too, by the spot-to-spot gate."""
+    command, why = consolidation.compute(snap, [chosen], method="test")
+    assert command is None
+    with full_solves():
+        assert consolidation.compute(snap, [chosen], method="test") == (None, consolidation._SPOT_GATE)
+    return why
+
+
 # -- the solver ---------------------------------------------------------------------------------------
 
 
@@ -92,11 +102,7 @@ def test_a_spot_node_whose_pods_need_a_spot_capable_node_stops_at_the_first_clai
     [s1, _s2] = graceful(snap)
     when = consolidation._stop_when(snap, [s1.reschedulable], True)
     assert when == StopWhen(1, frozenset({"default"}))
-    command, why = consolidation.compute(snap, [s1], method="test")
-    assert command is None
-    assert why == STOPPED_AT_SPOT
-    with full_solves():
-        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
+    assert refused_by_the_spot_gate(snap, s1) == STOPPED_AT_SPOT
 
 
 # -- when no other node can take a moved pod: no solve at all ------------------------------------------
@@ -109,15 +115,11 @@ def test_a_moved_pod_too_big_for_every_other_node_is_answered_without_a_solve() 
         snap, [s1], consolidation=True, stop=lambda groups: consolidation._stop_when(snap, groups, True)
     )
     assert sim.nowhere == room.Nowhere("default/a", 1, 0, 0, True)
-    command, why = consolidation.compute(snap, [s1], method="test")
-    assert command is None
-    assert why == (
+    assert refused_by_the_spot_gate(snap, s1) == (
         "pods would not all fit elsewhere: default/a fits on none of the 1 other nodes (0 inside their "
         "consolidateAfter window, 0 not initialized, the rest too full or tainted); it would need a new "
         "node, and " + consolidation._SPOT_GATE
     )
-    with full_solves():
-        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
 
 
 def test_nodes_inside_their_window_take_no_moved_pod_and_are_counted() -> None:
@@ -133,11 +135,8 @@ def test_nodes_inside_their_window_take_no_moved_pod_and_are_counted() -> None:
     pods = [b.running_pod("a", "s1", cpu="500m"), b.running_pod("b", "s2", cpu="500m")]
     snap = b.managed_snapshot(pools=[pool], types=[SMALL, LARGE], managed=managed, pods=pods, now=NOW)
     [s1] = graceful_in_window(snap)
-    command, why = consolidation.compute(snap, [s1], method="test")
-    assert command is None
+    why = refused_by_the_spot_gate(snap, s1)
     assert "fits on none of the 1 other nodes (1 inside their consolidateAfter window" in why
-    with full_solves():
-        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
 
 
 def two_pods_on_s1(cpu: str) -> tuple[Snapshot, Any, room.Nowhere | room.Crowded | None]:
@@ -158,16 +157,12 @@ def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve
     snap, s1, found = two_pods_on_s1("700m")
     assert isinstance(found, room.Crowded)
     assert (found.count, found.slots, found.others, found.new_node) == (2, 1, 1, True)
-    command, why = consolidation.compute(snap, [s1], method="test")
-    assert command is None
-    assert why == (
+    assert refused_by_the_spot_gate(snap, s1) == (
         "pods would not all fit elsewhere: 2 moved pods ask for at least cpu: 700m, memory: 128Mi, "
         "pods: 1 each, and the 1 other nodes (0 inside their consolidateAfter window, 0 not "
         "initialized, the rest too full or tainted) have room for 1; the rest would need a new node, "
         "and " + consolidation._SPOT_GATE
     )
-    with full_solves():
-        assert consolidation.compute(snap, [s1], method="test") == (None, consolidation._SPOT_GATE)
 
 
 def test_two_moved_pods_that_fit_together_keep_the_solve() -> None:
