@@ -13,6 +13,7 @@ alive so the ids stay valid.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -23,7 +24,15 @@ from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.objects import NodePool
 
-__all__ = ["STABILIZATION", "next_change", "same_values", "stabilization_end", "state_ids", "switches"]
+__all__ = [
+    "STABILIZATION",
+    "next_change",
+    "node_moments",
+    "same_values",
+    "stabilization_end",
+    "state_ids",
+    "switches",
+]
 
 STABILIZATION = "karpy.sh/consolidation-stabilization"
 
@@ -62,21 +71,11 @@ def next_change(snapshot: Snapshot, now: float) -> float:
 
     pools = {p.name: p for p in snapshot.node_pools}
     for node in snapshot.nodes:
-        for pod in node.pods:
-            if labels.DO_NOT_DISRUPT in pod.annotations:
-                at(candidates.do_not_disrupt_until(pod))
-        claim = node.claim
-        if claim is None:
-            continue
-        pool = pools.get(node.node_pool)
-        at(lifecycle.expires_at(claim, pool))
-        after = pool.disruption.consolidate_after if pool is not None else None
-        since = lifecycle.consolidatable_since(claim)
-        if after is not None and since is not None:
-            at(since + after)
-        drifted = claim.condition("Drifted")
-        if drifted is not None:
-            at(drifted.last_transition)
+        moments = node_moments(node, pools.get(node.node_pool))
+        if moments:
+            i = bisect.bisect_right(moments, now)
+            if i < len(moments):
+                at(moments[i])
     for pool in snapshot.node_pools:
         for budget in pool.disruption.budgets:
             try:
@@ -86,6 +85,41 @@ def next_change(snapshot: Snapshot, now: float) -> float:
             at(budgets.active_until(budget, now))
         at(stabilization_end(pool, snapshot.nodes))
     return soonest
+
+
+def node_moments(node: StateNode, pool: NodePool | None) -> tuple[float, ...]:
+    """The node's time-derived moments, sorted: its pods' do-not-disrupt ends, its claim's
+    expiry, the end of its consolidateAfter window and its Drifted condition's time.
+
+    They read only the node's (immutable) claim and pods and two durations of its NodePool (an
+    object replaced on every status update), so they are kept on the StateNode with those.
+    """
+    durations = None if pool is None else (pool.expire_after, pool.disruption.consolidate_after)
+    held = node._derived.get("moments")
+    if held is not None and held[0] == durations:
+        found: tuple[float, ...] = held[1]
+        return found
+    moments: list[float] = []
+    for pod in node.pods:
+        if labels.DO_NOT_DISRUPT in pod.annotations:
+            until = candidates.do_not_disrupt_until(pod)
+            if until is not None:
+                moments.append(until)
+    claim = node.claim
+    if claim is not None:
+        expires = lifecycle.expires_at(claim, pool)
+        if expires is not None:
+            moments.append(expires)
+        after = pool.disruption.consolidate_after if pool is not None else None
+        since = lifecycle.consolidatable_since(claim)
+        if after is not None and since is not None:
+            moments.append(since + after)
+        drifted = claim.condition("Drifted")
+        if drifted is not None and drifted.last_transition is not None:
+            moments.append(drifted.last_transition)
+    found = tuple(sorted(moments))
+    node._derived["moments"] = (durations, found)
+    return found
 
 
 def stabilization_end(pool: NodePool, nodes: Sequence[StateNode]) -> float | None:

@@ -87,6 +87,19 @@ def test_the_next_change_is_the_first_threshold_after_now() -> None:
     assert horizon.next_change(snap, 2 * NOW) == float("inf")
 
 
+def test_the_moments_kept_on_a_node_follow_the_nodepool_durations() -> None:
+    snap = one_node(last_event=NOW - 100, expire_after=2 * NOW)
+    assert horizon.next_change(snap, NOW) == NOW + 200
+    # the same StateNode objects under a NodePool with other durations: read anew, not the kept ones
+    longer = b.disruption_pool(consolidate_after=900.0, expire_after=3 * NOW)
+    again = dataclasses.replace(snap, node_pools=(longer,))
+    assert again.nodes[0] is snap.nodes[0]
+    assert horizon.next_change(again, NOW) == NOW + 540  # n2's do-not-disrupt ends before n1's window
+    assert horizon.next_change(again, NOW + 540) == NOW + 800  # n1's 900 s window
+    assert horizon.next_change(again, NOW + 3000) == 3 * NOW
+    assert horizon.next_change(snap, NOW + 540) == 2 * NOW  # and back
+
+
 def test_a_pass_before_the_next_change_is_the_last_pass_and_after_it_is_computed() -> None:
     snap = one_node(last_event=NOW - 100)  # n1 becomes consolidatable at NOW + 200
     memo = Memo()
