@@ -21,6 +21,22 @@ def test_object_memo_hits_only_the_same_object() -> None:
     assert builds == [1, 3, 4]
 
 
+def test_object_memo_of_builds_from_the_object_once_per_object() -> None:
+    memo: ObjectMemo[int] = ObjectMemo(8)
+    seen: list[object] = []
+
+    def size(obj: dict[str, str]) -> int:
+        seen.append(obj)
+        return len(obj)
+
+    a, equal_to_a = {"k": "v"}, {"k": "v"}
+    assert memo.of(a, size) == 1
+    assert memo.of(a, size) == 1
+    assert memo.of(equal_to_a, size) == 1
+    assert seen == [a, equal_to_a] and seen[1] is equal_to_a  # built again for an equal object
+    assert memo.get(a, lambda: 7) == 1  # one table with get
+
+
 def test_object_memo_is_bounded() -> None:
     memo: ObjectMemo[int] = ObjectMemo(2)
     keys = [object() for _ in range(3)]

@@ -35,7 +35,7 @@ import numpy as np
 
 from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.existing import NodeBase, existing_places
-from karpy.core.scheduling.podinfo import pod_requests, with_pod_slot
+from karpy.core.scheduling.podinfo import with_pod_slot
 from karpy.core.scheduling.results import StopWhen
 from karpy.core.snapshot import Snapshot
 from karpy.model.objects import NodePool, Pod
@@ -50,6 +50,47 @@ _HARD = (NO_SCHEDULE, NO_EXECUTE)
 def _refuses(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
     """A taint no relaxation of the pod tolerates (relaxation adds PreferNoSchedule only)."""
     return any(t.effect in _HARD and not any(tolerates(tol, t) for tol in tolerations) for t in taints)
+
+
+@dataclass(eq=False, slots=True)
+class _Kind:
+    """What the room checks read of a pod: its requests (alone and with the pod's slot) and its
+    tolerations, with the index of those tolerations among the interned ones. Interned, so a
+    kind is hashed by identity, and found per pod object once (:func:`_kind`)."""
+
+    requests: Resources
+    slot: Resources
+    tolerations: tuple[Toleration, ...]
+    tolerations_index: int
+
+
+_KINDS: dict[tuple[Resources, tuple[Toleration, ...]], _Kind] = {}
+_TOLERATIONS: dict[tuple[Toleration, ...], int] = {}
+_KIND_OF: dict[int, tuple[Pod, _Kind]] = {}  # id(pod) -> (the pod, kept alive; its kind)
+MAX_KIND_PODS = 65536  # the per-pod table is cleared when full
+MAX_KINDS = 4096  # the intern tables are cleared when full (only between two unplaceable calls)
+
+
+def _kind(pod: Pod) -> _Kind:
+    entry = _KIND_OF.get(id(pod))
+    if entry is not None and entry[0] is pod:
+        return entry[1]
+    key = (pod.requests, pod.tolerations)
+    kind = _KINDS.get(key)
+    if kind is None:
+        index = _TOLERATIONS.setdefault(pod.tolerations, len(_TOLERATIONS))
+        kind = _KINDS[key] = _Kind(pod.requests, with_pod_slot(pod.requests), pod.tolerations, index)
+    if len(_KIND_OF) >= MAX_KIND_PODS:
+        _KIND_OF.clear()
+    _KIND_OF[id(pod)] = (pod, kind)
+    return kind
+
+
+def _bound_kinds() -> None:
+    if len(_KINDS) >= MAX_KINDS or len(_TOLERATIONS) >= MAX_KINDS:
+        _KINDS.clear()
+        _TOLERATIONS.clear()
+        _KIND_OF.clear()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +177,9 @@ class _PassRoom:
     unready: frozenset[str]  # active nodes outside it that are not initialized
     names: frozenset[str]  # all active nodes
     pools: tuple[NodePool, ...]  # the NodePools a solve opens claims in
-    fits: dict[tuple[Resources, tuple[Toleration, ...]], frozenset[str]] = field(default_factory=dict)
-    claims: dict[tuple[tuple[Toleration, ...], frozenset[str]], bool] = field(default_factory=dict)
+    fits: dict[_Kind, frozenset[str]] = field(default_factory=dict)
+    claims: dict[tuple[_Kind, frozenset[str]], bool] = field(default_factory=dict)
+    new_nodes: dict[tuple[Toleration, ...], bool] = field(default_factory=dict)
     slots: dict[tuple[Resources, tuple[Toleration, ...]], tuple[int, dict[str, int]]] = field(
         default_factory=dict
     )
@@ -150,20 +192,21 @@ class _PassRoom:
 
     def with_room(self, pod: Pod) -> frozenset[str]:
         """The open nodes whose free resources take the pod and whose hard taints it tolerates."""
-        requests = pod_requests(pod)
-        key = (requests, pod.tolerations)
-        found = self.fits.get(key)
+        return self._with_room(_kind(pod))
+
+    def _with_room(self, kind: _Kind) -> frozenset[str]:
+        found = self.fits.get(kind)
         if found is None:
             free = self._matrix()
-            mask = free.tolerated(pod.tolerations)
+            mask = free.tolerated(kind.tolerations)
             # a resource it asks for that no node has: it fits nowhere (0 free); one it asks
             # none of never stops it
-            asked = free.asked(requests)
+            asked = free.asked(kind.slot)
             if asked is None:
                 mask[:] = False
             elif asked[0]:
                 mask &= (free.free[:, asked[0]] >= asked[1]).all(axis=1)
-            found = self.fits[key] = frozenset(itertools.compress(free.names, mask.tolist()))
+            found = self.fits[kind] = frozenset(itertools.compress(free.names, mask.tolist()))
         return found
 
     def slots_for(self, least: Resources, tolerations: tuple[Toleration, ...]) -> tuple[int, dict[str, int]]:
@@ -194,15 +237,21 @@ class _PassRoom:
 
     def new_node(self, tolerations: tuple[Toleration, ...]) -> bool:
         """Whether some NodePool a solve opens claims in takes pods with these tolerations."""
-        return any(not _refuses(p.taints, tolerations) for p in self.pools)
+        found = self.new_nodes.get(tolerations)
+        if found is None:
+            found = self.new_nodes[tolerations] = any(not _refuses(p.taints, tolerations) for p in self.pools)
+        return found
 
     def claims_stop(self, pod: Pod, stop_pools: frozenset[str]) -> bool:
         """Whether every NodePool the pod could open or join a claim of stops the solve."""
-        key = (pod.tolerations, stop_pools)
+        return self._claims_stop(_kind(pod), stop_pools)
+
+    def _claims_stop(self, kind: _Kind, stop_pools: frozenset[str]) -> bool:
+        key = (kind, stop_pools)
         found = self.claims.get(key)
         if found is None:
             found = self.claims[key] = all(
-                p.name in stop_pools or _refuses(p.taints, pod.tolerations) for p in self.pools
+                p.name in stop_pools or _refuses(p.taints, kind.tolerations) for p in self.pools
             )
         return found
 
@@ -251,21 +300,26 @@ def unplaceable(
     fits on none (:class:`Nowhere`), or together they outnumber the room (:class:`Crowded`).
     None when that is not certain."""
     room = _pass_room_of(snapshot)
-    seen: set[tuple[Resources, tuple[Toleration, ...]]] = set()
-    bounded: dict[tuple[Toleration, ...], Counter[Resources]] = {}
+    _bound_kinds()  # (never inside the loop: the tolerations indexes below must stay apart)
+    seen: set[_Kind] = set()
+    bounded: dict[int, tuple[tuple[Toleration, ...], Counter[Resources]]] = {}
+    stop_pools = stop.any_claim_of
     for pod in moved:
         if not pod.node_name:
             continue  # only running pods are kept off nodes inside their window
-        if not room.claims_stop(pod, stop.any_claim_of):
+        kind = _kind(pod)
+        if not room._claims_stop(kind, stop_pools):
             continue  # it could leave in a new NodeClaim
-        bounded.setdefault(pod.tolerations, Counter())[pod.requests] += 1
-        key = (pod.requests, pod.tolerations)
-        if key in seen:
+        held = bounded.get(kind.tolerations_index)
+        if held is None:
+            held = bounded[kind.tolerations_index] = (kind.tolerations, Counter())
+        held[1][kind.requests] += 1
+        if kind in seen:
             continue
-        seen.add(key)
-        if room.with_room(pod) <= chosen:  # (subset: stops at the first node not chosen)
-            return Nowhere(pod.key, *room.counts(chosen), room.new_node(pod.tolerations))
-    for tolerations, requests in bounded.items():
+        seen.add(kind)
+        if room._with_room(kind) <= chosen:  # (subset: stops at the first node not chosen)
+            return Nowhere(pod.key, *room.counts(chosen), room.new_node(kind.tolerations))
+    for tolerations, requests in bounded.values():
         crowded = _crowded(room, chosen, tolerations, requests)
         if crowded is not None:
             return crowded
@@ -293,4 +347,4 @@ def _crowded(
 
 
 def _pass_room_of(snapshot: Snapshot) -> _PassRoom:
-    return _ROOMS.get(snapshot, lambda: _pass_room(snapshot))
+    return _ROOMS.of(snapshot, _pass_room)

@@ -22,6 +22,7 @@ from karpy.model.objects import DaemonSet, NodePool
 
 __all__ = ["IdentityCache", "ObjectMemo", "by_identity", "domain_key_of", "template_key_of"]
 
+T = TypeVar("T")
 V = TypeVar("V")
 
 MAX_ENTRIES = 16
@@ -71,6 +72,17 @@ class ObjectMemo(Generic[V]):
         if found is not None and found[0] is obj and (check is None or check(found[1])):
             return found[1]
         value = build()
+        if len(self._entries) >= self._size:
+            self._entries.clear()
+        self._entries[id(obj)] = (obj, value)
+        return value
+
+    def of(self, obj: T, build: Callable[[T], V]) -> V:
+        """``build(obj)``, memoized like :meth:`get` (no closure to make per call)."""
+        found = self._entries.get(id(obj))
+        if found is not None and found[0] is obj:
+            return found[1]
+        value = build(obj)
         if len(self._entries) >= self._size:
             self._entries.clear()
         self._entries[id(obj)] = (obj, value)

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_methods import graceful
@@ -591,3 +592,30 @@ def test_room_and_slots_equal_a_node_by_node_count(
             expected_slots[name] += count
     slots = passroom.slots_for(need, tolerations)
     assert slots == (sum(expected_slots.values()), dict(expected_slots))
+
+
+def test_pods_asking_the_same_share_one_kind_and_the_kind_tables_may_be_cleared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    free = SimpleNamespace(
+        available=Resources({"cpu": 1000, "memory": 1000, "pods": 3}), requests=Resources({})
+    )
+    nodes: list[tuple[str, Any]] = [("n0", SimpleNamespace(**vars(free), taints=()))]
+    nodes.append(("n1", SimpleNamespace(**vars(free), taints=(_HARD_TAINT,))))
+    passroom = room._PassRoom(nodes, frozenset(), frozenset(), frozenset({"n0", "n1"}), ())
+    half = b.pod("a", requests=Resources({"cpu": 500}))
+    same = b.pod("b", requests=Resources({"cpu": 500}))
+    tolerant = b.pod("t", requests=Resources({"cpu": 500}), tolerations=list(_TOLERATE))
+    big = b.pod("c", requests=Resources({"cpu": 2000}))
+    kind = room._kind(half)
+    assert room._kind(same) is kind
+    assert room._kind(tolerant) is not kind and room._kind(big) is not kind
+    assert passroom.with_room(same) == {"n0"}
+    assert passroom.with_room(tolerant) == {"n0", "n1"}
+    assert passroom.with_room(big) == frozenset()
+    monkeypatch.setattr(room, "MAX_KINDS", 1)
+    room._bound_kinds()
+    assert room._kind(half) is not kind  # interned anew
+    assert passroom.with_room(half) == {"n0"}
+    assert passroom.with_room(tolerant) == {"n0", "n1"}
+    assert passroom.with_room(big) == frozenset()
