@@ -19,7 +19,6 @@ savings.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -102,11 +101,7 @@ def simulate(
     :func:`karpy.core.disruption.room.unplaceable` already knows is not run: ``nowhere`` says
     why, and the results are empty.
     """
-    names = {c.name for c in chosen}
-    shared = _SHARED.get(snapshot, lambda: _shared(snapshot))
-    deleting = [pods for name, pods in shared.deleting if name not in names]
-    groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
-    moved = [p for c in chosen for p in c.reschedulable]
+    names, groups, moved = _parts(snapshot, chosen)
     when = stop(groups) if stop is not None else None
     if when is not None and consolidation:
         nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
@@ -127,6 +122,18 @@ def simulate(
         if node is not None and not node.initialized and pod_key in moved_keys:
             stranded.append(f"{pod_key}: would land on uninitialized node {node_name}")
     return Simulation(results, tuple(stranded))
+
+
+def _parts(
+    snapshot: Snapshot, chosen: Sequence[Candidate]
+) -> tuple[set[str], tuple[Sequence[Pod], ...], list[Pod]]:
+    """A solve's candidate names, its groups of pods to place and the candidates' moved pods."""
+    names = {c.name for c in chosen}
+    shared = _SHARED.of(snapshot, _shared)
+    deleting = [pods for name, pods in shared.deleting if name not in names]
+    groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
+    moved = [p for c in chosen for p in c.reschedulable]
+    return names, groups, moved
 
 
 _SPOT_GATE = "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
@@ -178,14 +185,14 @@ def _stop_when(snapshot: Snapshot, groups: Sequence[Sequence[Pod]], spot_gate: b
     available offerings has an available spot sibling in the same zone, and nothing can narrow
     its capacity type (no pod of the solve, nor a bound pod's anti-affinity, names that key).
     """
-    no_min_values, spot_pools, bound_ct_anti = _STOP_FACTS.get(snapshot, lambda: _stop_facts(snapshot))
+    no_min_values, spot_pools, bound_ct_anti = _STOP_FACTS.of(snapshot, _stop_facts)
     if not no_min_values or not EARLY_STOP:
         return None
     if (
         not spot_gate
         or not spot_pools
         or bound_ct_anti
-        or any(_GROUP_MENTIONS_CT.get(g, functools.partial(_any_mentions_capacity_type, g)) for g in groups)
+        or any(_GROUP_MENTIONS_CT.of(g, _any_mentions_capacity_type) for g in groups)
     ):
         spot_pools = frozenset()
     return StopWhen(1, spot_pools)
@@ -227,7 +234,7 @@ def _pool_facts(snapshot: Snapshot) -> tuple[bool, frozenset[str]]:
 
 
 def _any_mentions_capacity_type(pods: Sequence[Pod]) -> bool:
-    return any(_MENTIONS_CT.get(p, functools.partial(_mentions_capacity_type, p)) for p in pods)
+    return any(_MENTIONS_CT.of(p, _mentions_capacity_type) for p in pods)
 
 
 def _mentions_capacity_type(pod: Pod) -> bool:
@@ -298,6 +305,9 @@ def compute(
 ) -> tuple[Command | None, str]:
     """One consolidation option for ``chosen``, or None with the reason (the same as an earlier
     pass's when everything it reads is the same: :mod:`.verdicts`)."""
+    nowhere = _no_room(snapshot, chosen)
+    if nowhere is not None:  # what ``_compute`` answers first, without a solve: no need to file it
+        return None, _nowhere_reason(nowhere)
     return _VERDICTS.get(
         snapshot,
         chosen,
@@ -308,6 +318,22 @@ def compute(
     )
 
 
+def _spot_gate(snapshot: Snapshot, chosen: Sequence[Candidate]) -> bool:
+    """All candidates spot and the spot-to-spot feature off."""
+    return not snapshot.settings.features.spot_to_spot_consolidation and all(
+        c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen
+    )
+
+
+def _no_room(snapshot: Snapshot, chosen: Sequence[Candidate]) -> room.Nowhere | room.Crowded | None:
+    """The room check ``_compute``'s simulation starts with (the same stop, the same pods)."""
+    _, groups, moved = _parts(snapshot, chosen)
+    when = _stop_when(snapshot, groups, _spot_gate(snapshot, chosen))
+    if when is None:
+        return None
+    return room.unplaceable(snapshot, frozenset(c.name for c in chosen), moved, when)
+
+
 def _compute(
     snapshot: Snapshot,
     chosen: Sequence[Candidate],
@@ -315,9 +341,7 @@ def _compute(
     all_candidates: Sequence[Candidate],
     method: str,
 ) -> tuple[Command | None, str]:
-    spot_gate = not snapshot.settings.features.spot_to_spot_consolidation and all(
-        c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen
-    )
+    spot_gate = _spot_gate(snapshot, chosen)
     sim = simulate(
         snapshot,
         chosen,

@@ -16,7 +16,8 @@ verdict. :class:`Verdicts` files them under
   capacity type, zone and rescheduling cost; with a ``Balanced`` NodePool among them, the
   price and cost of every candidate of the pass (the score reads them); and the method.
 
-Only the latest few states are kept, each with a bounded table.
+Only the latest few states are kept, each with a bounded table. Verdicts the room check gives
+before any solve (:mod:`.room`) are cheaper to find again than to file, and are not filed.
 """
 
 from __future__ import annotations
