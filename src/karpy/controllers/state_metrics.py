@@ -99,9 +99,7 @@ class StateMetrics:
         if changed:
             self._pods_version = cluster.pods_version
             self._waiting = [
-                p
-                for p in cluster.pods.values()
-                if not p.node_name and not p.is_terminal() and not p.is_daemonset_pod()
+                p for p in cluster.unbound_pods() if not p.is_terminal() and not p.is_daemonset_pod()
             ]
         waiting = self._waiting
         metrics.pending_pods.set(len(waiting))
