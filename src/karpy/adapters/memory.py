@@ -15,7 +15,7 @@ import builtins
 import copy
 import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -120,6 +120,9 @@ class MemoryKube:
         self._objects: dict[Key, RawObject] = {}
         # the same objects per kind, in the same order: lists and selections read one kind only
         self._kinds: dict[str, dict[Key, RawObject]] = {}
+        # namespace -> PDB key -> (its selector, the pods of the namespace it selects): kept as
+        # pods and PDBs are stored and dropped, so an eviction reads one PDB's pods, not all pods
+        self._pdb_pods: dict[str, dict[Key, tuple[Any, dict[Key, RawObject]]]] = {}
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
         self._names = itertools.count(1)
@@ -211,10 +214,32 @@ class MemoryKube:
     def _store(self, key: Key, obj: RawObject) -> None:
         self._objects[key] = obj
         self._kinds.setdefault(key[0], {})[key] = obj
+        if key[0] == "Pod":
+            budgets = self._pdb_pods.get(key[1])
+            if budgets:
+                labels = obj["metadata"].get("labels") or {}
+                for selector, selected in budgets.values():
+                    if _matches(selector, labels):
+                        selected[key] = obj
+                    else:
+                        selected.pop(key, None)
+        elif key[0] == "PodDisruptionBudget":
+            selector = (obj.get("spec") or {}).get("selector")
+            selected = {
+                k: pod
+                for k, pod in self._kinds.get("Pod", {}).items()
+                if k[1] == key[1] and _matches(selector, pod["metadata"].get("labels") or {})
+            }
+            self._pdb_pods.setdefault(key[1], {})[key] = (selector, selected)
 
     def _drop(self, key: Key) -> None:
         del self._objects[key]
         del self._kinds[key[0]][key]
+        if key[0] == "Pod":
+            for _, selected in self._pdb_pods.get(key[1], {}).values():
+                selected.pop(key, None)
+        elif key[0] == "PodDisruptionBudget":
+            del self._pdb_pods[key[1]][key]
 
     def update(self, obj: RawObject) -> RawObject:
         kind = obj["kind"]
@@ -283,13 +308,23 @@ class MemoryKube:
         """Disruptions a PDB allows now, computed from the pods it selects (as its controller would)."""
         namespace = pdb["metadata"].get("namespace", "default")
         spec = pdb.get("spec") or {}
+        selector = spec.get("selector")
+        key = self._key("PodDisruptionBudget", pdb["metadata"].get("name", ""), namespace)
+        held = self._pdb_pods.get(namespace, {}).get(key)
+        selected: Iterable[RawObject]
+        if held is not None and held[0] == selector:
+            selected = held[1].values()
+        else:  # not a stored PDB (or not as stored): select from every pod of the namespace
+            selected = [
+                obj
+                for (_, ns, _), obj in self._kinds.get("Pod", {}).items()
+                if ns == namespace and _matches(selector, obj["metadata"].get("labels") or {})
+            ]
         pods = [
             obj
-            for (_, ns, _), obj in self._kinds.get("Pod", {}).items()
-            if ns == namespace
-            and not obj["metadata"].get("deletionTimestamp")
+            for obj in selected
+            if not obj["metadata"].get("deletionTimestamp")
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-            and _matches(spec.get("selector"), obj["metadata"].get("labels") or {})
         ]
         expected = len(pods)
         healthy = sum(1 for p in pods if _ready(p))

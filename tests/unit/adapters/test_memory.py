@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from karpy.adapters.memory import MemoryKube, _copy
@@ -115,3 +115,86 @@ def test_lists_hold_one_kind_sorted_through_creates_updates_and_deletes() -> Non
     assert _names(kube.list("Node")) == ["/n2"]
     assert _names(kube.objects("Node")) == ["/n2"]
     assert kube.list("Lease") == []
+
+
+# -- evictions read each PDB's pods from an index kept as pods and PDBs come and go ----------
+
+
+def _allowed_by_walking(kube: MemoryKube, pdb: dict[str, Any]) -> int:
+    """The PDB's allowed disruptions from a walk over every stored pod (the index's reference)."""
+    from karpy.adapters.memory import _matches, _ready, _scaled
+
+    namespace = pdb["metadata"]["namespace"]
+    spec = pdb["spec"]
+    pods = [
+        p
+        for p in kube.objects("Pod")
+        if p["metadata"]["namespace"] == namespace
+        and not p["metadata"].get("deletionTimestamp")
+        and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        and _matches(spec.get("selector"), p["metadata"].get("labels") or {})
+    ]
+    healthy = sum(1 for p in pods if _ready(p))
+    return max(0, healthy - _scaled(spec["minAvailable"], len(pods), round_up=True))
+
+
+_pdb_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["pod", "relabel", "ready", "finish", "delete", "evict", "pdb", "drop-pdb"]),
+        st.integers(0, 2),  # pod or PDB number
+        st.sampled_from(["a", "b"]),  # app label / selected app
+        st.sampled_from(["ns", "other"]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_pdb_ops)
+@example([("pod", 0, "a", "ns"), ("pod", 1, "a", "ns"), ("pdb", 0, "a", "ns"), ("relabel", 0, "b", "ns")])
+@example([("pod", 0, "a", "ns"), ("pod", 1, "a", "ns"), ("pdb", 0, "a", "ns"), ("delete", 0, "a", "ns")])
+def test_pdb_allowed_from_the_index_equals_a_walk_over_every_pod(
+    ops: list[tuple[str, int, str, str]],
+) -> None:
+    from karpy.model import errors
+
+    kube = MemoryKube(_Clock())
+    for op, n, app, ns in ops:
+        name = f"p{n}"
+        try:
+            if op == "pod":
+                kube.create(
+                    {
+                        "kind": "Pod",
+                        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+                        "status": {"phase": "Running"},
+                    }
+                )
+            elif op == "relabel":
+                kube.patch("Pod", name, {"metadata": {"labels": {"app": app}}}, ns)
+            elif op == "ready":
+                kube.patch(
+                    "Pod", name, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, ns
+                )
+            elif op == "finish":
+                kube.patch("Pod", name, {"status": {"phase": "Succeeded"}}, ns)
+            elif op == "delete":
+                kube.delete("Pod", name, ns)
+            elif op == "evict":
+                kube.evict(name, ns)
+            elif op == "pdb":
+                pdb = {
+                    "kind": "PodDisruptionBudget",
+                    "metadata": {"name": f"b{n % 2}", "namespace": ns},
+                    "spec": {"selector": {"matchLabels": {"app": app}}, "minAvailable": "50%"},
+                }
+                if kube.exists("PodDisruptionBudget", f"b{n % 2}", ns):
+                    kube.patch("PodDisruptionBudget", f"b{n % 2}", {"spec": pdb["spec"]}, ns)
+                else:
+                    kube.create(pdb)
+            elif op == "drop-pdb":
+                kube.delete("PodDisruptionBudget", f"b{n % 2}", ns)
+        except (errors.NotFound, errors.AlreadyExists, errors.TooManyRequests):
+            pass
+        for pdb in kube.objects("PodDisruptionBudget"):
+            assert kube.pdb_allowed(pdb) == _allowed_by_walking(kube, pdb)
