@@ -173,16 +173,24 @@ class Memo:
         same_pdbs = cached is not None and _same(cached[0], pdbs)
         if cached is not None and same_pdbs and _same(cached[1], pods):
             return cached[2]
-        by_id = dict(zip(map(id, pods), pods, strict=True))
         if cached is not None and same_pdbs:
-            before = self._limit_pods
-            removed = [before[k] for k in before.keys() - by_id.keys()]
-            added = [by_id[k] for k in by_id.keys() - before.keys()]
+            before = self._limit_pods  # id -> pod of the last pass's tuple, updated in place
+            ids = set(map(id, pods))
+            gone = before.keys() - ids
+            new = ids - before.keys()
+            removed = [before.pop(k) for k in gone]
+            added = []
+            for pod in pods if new else ():
+                if id(pod) in new:
+                    new.discard(id(pod))  # (once, were it twice in the tuple)
+                    added.append(pod)
             limits = cached[2].with_pods(removed, added)
+            for pod in added:
+                before[id(pod)] = pod
         else:
             limits = pdbs_mod.Limits(pdbs, pods, selected=self.selected)
+            self._limit_pods = dict(zip(map(id, pods), pods, strict=True))
         self._limits = (pdbs, pods, limits)
-        self._limit_pods = by_id
         return limits
 
     def types_by_name(self, instance_types: Mapping[str, tuple[InstanceType, ...]]) -> _TypesByName:
