@@ -468,7 +468,7 @@ class Cluster:
         if cached is not None and cached[0] == version:
             return cached[1]
         keys = self._pod_keys if store == "pods" else sorted(values)
-        out = tuple(values[k] for k in keys)
+        out = tuple(map(values.__getitem__, keys))
         self._sorted[store] = (version, out)
         return out
 
