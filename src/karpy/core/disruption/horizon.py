@@ -38,10 +38,15 @@ STABILIZATION = "karpy.sh/consolidation-stabilization"
 
 
 def state_ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
-    """The identities of every node, pod, NodePool, instance-type tuple, DaemonSet and PDB."""
+    """The identities of every node, pod, NodePool, instance-type tuple, DaemonSet and PDB.
+
+    The pods (tens of thousands) are named by their tuple's identity: a tuple is immutable, so
+    the same tuple holds the same pods (another tuple of the same pods only compares unequal,
+    which costs a recomputation, never a wrong answer)."""
+    pods = snapshot.pods
     return (
         tuple(map(id, snapshot.nodes)),
-        tuple(map(id, snapshot.pods)),
+        ("tuple", id(pods)) if isinstance(pods, tuple) else tuple(map(id, pods)),
         tuple(map(id, snapshot.node_pools)),
         tuple((name, id(its)) for name, its in snapshot.instance_types.items()),
         tuple(map(id, snapshot.daemonsets)),
