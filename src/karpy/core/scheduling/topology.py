@@ -95,6 +95,16 @@ def _ignored(pod: Pod) -> bool:
     return not pod.node_name or pod.is_terminal() or pod.deleting
 
 
+_TERMINAL = ("Succeeded", "Failed")  # Pod.is_terminal
+# Per pod label map (immutable, one per Pod object): its items sorted, the key of the pod's
+# bucket in a bound index.
+_LABEL_KEYS: ObjectMemo[tuple[tuple[str, str], ...]] = ObjectMemo(65536)
+
+
+def _label_key(pod_labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(pod_labels.items()))
+
+
 class _BoundIndex:
     """The active bound pods of one snapshot's pod tuple: per namespace bucketed by identical labels
     (built lazily), and those with required anti-affinity. Pure of the tuple, so the many solves
@@ -105,10 +115,14 @@ class _BoundIndex:
         self.pods = pods
         self._by_namespace: dict[str, list[Pod]] = {}
         self.anti_affinity: list[Pod] = []
-        for pod in pods:
-            if _ignored(pod):
+        by_namespace = self._by_namespace
+        for pod in pods:  # (_ignored, inline: this walks every pod of the snapshot)
+            if not pod.node_name or pod.deleting or pod.phase in _TERMINAL:
                 continue
-            self._by_namespace.setdefault(pod.namespace, []).append(pod)
+            found = by_namespace.get(pod.namespace)
+            if found is None:
+                found = by_namespace[pod.namespace] = []
+            found.append(pod)
             if pod.anti_affinity:
                 self.anti_affinity.append(pod)
         self._buckets: dict[str, list[tuple[Mapping[str, str], list[Pod]]]] = {}
@@ -119,8 +133,11 @@ class _BoundIndex:
         if found is None:
             by_labels: dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], list[Pod]]] = {}
             for pod in self._by_namespace.get(namespace, ()):
-                key = tuple(sorted(pod.labels.items()))
-                by_labels.setdefault(key, (pod.labels, []))[1].append(pod)
+                key = _LABEL_KEYS.of(pod.labels, _label_key)
+                held = by_labels.get(key)
+                if held is None:
+                    held = by_labels[key] = (pod.labels, [])
+                held[1].append(pod)
             found = self._buckets[namespace] = list(by_labels.values())
         return found
 
