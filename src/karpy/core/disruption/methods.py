@@ -64,9 +64,10 @@ class _Pass:
             self.budget_why[(pool, reason)] = why
         return per_pool[reason]
 
-    def candidates(self) -> cand_mod.Classes:
+    def candidates(self, nodes: Sequence[StateNode] | None = None) -> cand_mod.Classes:
+        """The candidates among ``nodes`` (default: every node; each node's are its own)."""
         return cand_mod.build_classes(
-            self.snapshot.nodes,
+            self.snapshot.nodes if nodes is None else nodes,
             pools=self.pools,
             instance_types=self.types,
             limits=self.limits,
@@ -228,7 +229,9 @@ class _Pass:
     def invalid(self, command: Command) -> str | None:
         """Why a consolidation command no longer holds (``churn``, ``budget``, ``scheduling``), or
         None: upstream's validator (see :func:`validate`)."""
-        graceful = {c.name: c for c in self.candidates().graceful}
+        wanted = set(command.candidates)
+        own = [n for n in self.snapshot.nodes if n.name in wanted]
+        graceful = {c.name: c for c in self.candidates(own).graceful}
         chosen: list[Candidate] = []
         for name in command.candidates:
             c = graceful.get(name)

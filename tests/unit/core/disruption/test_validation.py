@@ -6,11 +6,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_consolidation_stop import clusters
 from test_methods import LARGE, graceful, pod, snap
 
 import builders as b
-from karpy.core.disruption import UNDERUTILIZED, compute, consolidation, validate
+from karpy.core.disruption import UNDERUTILIZED, Memo, compute, consolidation, methods, validate
 from karpy.core.disruption.types import Command
+from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk
 
 FIXED = b.node("fixed", allocatable={"cpu": "1500m", "memory": "8Gi", "pods": "20"})  # room for one pod
@@ -77,3 +81,20 @@ def test_a_delete_that_now_needs_a_new_node_fails_and_a_replace_needs_its_types(
     unknown = b.instance_type("huge", cpu="64", memory="64Gi")
     wider = dataclasses.replace(option, instance_types=(*option.instance_types, unknown))
     assert validate(s, dataclasses.replace(replace, replacements=(wider,))) == "scheduling"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.integers(0, 3))
+def test_the_candidates_of_some_nodes_are_what_the_walk_over_every_node_makes_of_them(
+    snapshot: Snapshot, offset: int
+) -> None:
+    # validation builds candidates for the command's own nodes only
+    a_pass = methods._Pass(snapshot, snapshot.now, Memo())
+    every = a_pass.candidates()
+    some = [n for i, n in enumerate(snapshot.nodes) if (i + offset) % 2 == 0]
+    names = {n.name for n in some}
+    own = a_pass.candidates(some)
+    assert own.graceful == [c for c in every.graceful if c.name in names]
+    assert own.eventual == [c for c in every.eventual if c.name in names]
+    assert own.graceful_why == {k: v for k, v in every.graceful_why.items() if k in names}
+    assert own.eventual_why == {k: v for k, v in every.eventual_why.items() if k in names}
