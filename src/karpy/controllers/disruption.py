@@ -203,16 +203,22 @@ class Disruption:
         for name in sorted(cluster.nodes):
             node = cluster.nodes[name]
             claim = by_provider.get(node.provider_id) if node.provider_id else None
-            if claim is None or node.deleting or claim.deleting or self.queue.in_queue(name):
+            if claim is None:
+                continue
+            tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)
+            reason = claim.condition(orchestration.DISRUPTION_REASON) is not None
+            if not (tainted or reason):
+                continue  # nothing to strip (the common case: checked first)
+            if node.deleting or claim.deleting or self.queue.in_queue(name):
                 continue
             if name in cluster.marked_for_deletion or claim.name in cluster.marked_for_deletion:
                 continue
-            if any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints):
+            if tainted:
                 self.ctx.log.info(
                     "disruption: removing a stale %s taint from %s", orchestration.DISRUPTED_TAINT_KEY, name
                 )
                 orchestration.untaint(self.ctx, name)
-            if claim.condition(orchestration.DISRUPTION_REASON) is not None:
+            if reason:
                 orchestration.clear_reason(self.ctx, claim.name)
 
     def _report_blocked(self, decision: core.Decision) -> None:
