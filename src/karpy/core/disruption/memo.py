@@ -50,6 +50,7 @@ class LastPass:
 
 
 _TypesByName = Mapping[str, Mapping[str, InstanceType]]
+_MAX_TOKENS = 1024  # NodePool objects and values remembered for drift reasons (cleared when full)
 
 
 def _same(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
@@ -111,6 +112,9 @@ class Memo:
         # the instance types of each NodePool by name, for the type tuples they were built from
         self._types: tuple[tuple[tuple[str, tuple[InstanceType, ...]], ...], _TypesByName] = ((), {})
         self.last_pass: LastPass | None = None  # set by karpy.core.disruption.compute
+        # drift reasons: NodePool values -> the one token for them; id(pool) -> (pool, its token)
+        self._drift_tokens: dict[tuple[object, ...], tuple[object, ...]] = {}
+        self._drift_ids: dict[int, tuple[NodePool, tuple[object, ...]]] = {}
 
     def begin(self, snapshot: Snapshot) -> None:
         """Start a pass over ``snapshot`` (every few passes a new generation) with its PDBs."""
@@ -273,5 +277,31 @@ class Memo:
         return found
 
     def drift_reason(self, node: StateNode, pool: NodePool) -> str | None:
-        """:func:`karpy.core.disruption.drift.drift_reason` with the pool hash and conflicts memoized."""
-        return drift.drift_reason(node, pool, hash_of=self.pool_hash, conflicts_of=self.conflicts)
+        """:func:`karpy.core.disruption.drift.drift_reason` with the pool hash and conflicts memoized.
+
+        The reason reads the node's (immutable) claim and labels, and of the NodePool its hash,
+        requirements and template labels: it is kept on the StateNode with this memo's token
+        for those NodePool values (one object per distinct values, whatever the NodePool object).
+        """
+        token = self._drift_token(pool)
+        held = node._derived.get("drift")
+        if held is not None and held[0] is token:
+            kept: str | None = held[1]
+            return kept
+        found = drift.drift_reason(node, pool, hash_of=self.pool_hash, conflicts_of=self.conflicts)
+        node._derived["drift"] = (token, found)
+        return found
+
+    def _drift_token(self, pool: NodePool) -> tuple[object, ...]:
+        held = self._drift_ids.get(id(pool))
+        if held is not None and held[0] is pool:
+            token: tuple[object, ...] = held[1]
+            return token
+        values = (self.pool_hash(pool), pool.requirements, tuple(pool.labels.items()))
+        if len(self._drift_tokens) >= _MAX_TOKENS:
+            self._drift_tokens.clear()
+        token = self._drift_tokens.setdefault(values, values)
+        if len(self._drift_ids) >= _MAX_TOKENS:
+            self._drift_ids.clear()
+        self._drift_ids[id(pool)] = (pool, token)
+        return token

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import builders as b
-from karpy.core.disruption import drift
+from karpy.core.disruption import Memo, drift
 from karpy.core.snapshot import StateNode
 from karpy.model import labels as wk
 from karpy.model.objects import Budget, Condition, Disruption, NodeClassRef
@@ -166,3 +166,22 @@ def test_not_in_requirement_conflict_is_drifted() -> None:
     node = state(annotations=stamped(), instance_type="small")
     pool = b.replace(POOL, requirements=(Requirement.of(wk.INSTANCE_TYPE, "NotIn", ("small",)),))
     assert drift.drift_reason(node, pool) is not None
+
+
+def test_the_memo_keeps_a_nodes_reason_for_equal_nodepool_values_only() -> None:
+    memo = Memo()
+    node = state(annotations=stamped(), zone="test-zone-1")
+    fits = b.replace(POOL, requirements=(Requirement.in_(wk.ZONE, "test-zone-1", "test-zone-2"),))
+    assert memo.drift_reason(node, fits) is None
+    moved = b.replace(fits, requirements=(Requirement.in_(wk.ZONE, "test-zone-2"),))
+    why = memo.drift_reason(node, moved)  # the same StateNode, other requirements
+    assert why is not None and "requirements" in why
+    assert memo.drift_reason(node, b.replace(fits)) is None  # another object, equal values
+    relabelled = b.replace(fits, labels={"team": "a"})  # the template hash changes
+    why = memo.drift_reason(node, relabelled)
+    assert why is not None and "hash" in why
+    assert memo.drift_reason(node, fits) is None
+    tainted = b.replace(fits, taints=(Taint("dedicated", "db", NO_SCHEDULE),))  # the hash alone changes
+    why = memo.drift_reason(node, tainted)
+    assert why is not None and "hash" in why
+    assert Memo().drift_reason(node, moved) == drift.drift_reason(node, moved)  # a memo of its own
