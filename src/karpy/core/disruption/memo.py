@@ -7,7 +7,9 @@ select it, the :class:`~karpy.core.disruption.candidates.NodeFacts` of a node (b
 and NodeClaim label maps, name and pod objects), the price of an instance type for a zone
 and capacity type, a NodePool's hash, the NodePool requirements a node's labels conflict
 with (by value), the PDB limits of a (PDBs, pods) pair (the next pair's counted from
-the pods that differ), and each NodePool's instance types by name. Entries are keyed by
+the pods that differ), and each NodePool's instance types by name. A node's NodeFacts and
+drift reason are also kept on its StateNode, with a tag of this memo (and of the PDBs'
+selection, or of the NodePool values the reason read). Entries are keyed by
 object identity and hold their key objects, so an id is never reused while its entry lives,
 and a hit is checked with ``is``: an object that is not the same is computed afresh (model
 objects are frozen and their maps never mutated). What depends on ``now`` (do-not-disrupt
@@ -107,6 +109,7 @@ class Memo:
         self._pdbs: tuple[PodDisruptionBudget, ...] = ()
         self._pdb_key: tuple[object, ...] = ()
         self._token = 0  # changes when which PDBs select a pod may change
+        self._tag = object()  # this memo at this token: what a StateNode keeps its facts with
         self._limits: tuple[tuple[PodDisruptionBudget, ...], tuple[Pod, ...], pdbs_mod.Limits] | None = None
         self._limit_pods: dict[int, Pod] = {}  # id -> pod of the pods of ``_limits``
         # the instance types of each NodePool by name, for the type tuples they were built from
@@ -128,6 +131,7 @@ class Memo:
             if key != self._pdb_key:
                 self._pdb_key = key
                 self._token += 1
+                self._tag = object()
             self._pdbs = pdbs
 
     def size(self) -> int:
@@ -208,7 +212,12 @@ class Memo:
 
     # -- nodes -------------------------------------------------------------------------------
     def node(self, node: StateNode) -> cand.NodeFacts:
-        """NodeFacts read the node's labels and pods: reused while those are the same objects."""
+        """NodeFacts read the node's labels and pods: reused while those are the same objects
+        (first as kept on the StateNode itself, with this memo's tag for the PDBs' selection)."""
+        held = node._derived.get("facts")
+        if held is not None and held[0] is self._tag:
+            kept: cand.NodeFacts = held[1]
+            return kept
         node_labels = node.node.labels if node.node is not None else None
         claim_labels = node.claim.labels if node.claim is not None else None
         key = (id(node_labels), id(claim_labels))
@@ -223,9 +232,10 @@ class Memo:
             and _same(entry[3], pods)
         ):
             facts: cand.NodeFacts = entry[5]
-            return facts
-        facts = cand.node_facts(node, self.pod, self.selected)
-        self._nodes.cur[key] = (node_labels, claim_labels, node.name, pods, self._token, facts)
+        else:
+            facts = cand.node_facts(node, self.pod, self.selected)
+            self._nodes.cur[key] = (node_labels, claim_labels, node.name, pods, self._token, facts)
+        node._derived["facts"] = (self._tag, facts)
         return facts
 
     def price(self, it: InstanceType, price_labels: tuple[tuple[str, str], ...]) -> float | None:
