@@ -106,10 +106,11 @@ class StateMetrics:
         metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
         if changed:  # else every Running pod was observed already
             started = self._started
+            pods = cluster.pods
             running = [
                 (key, at, pod.created)
-                for key, pod in cluster.pods.items()
-                if key not in started and pod.phase == "Running" and (at := pod.started) is not None
+                for key in pods.keys() - started  # (a set difference: not a walk over every pod)
+                if (pod := pods[key]).phase == "Running" and (at := pod.started) is not None
             ]
             for key, at, created in sorted(running, key=lambda r: r[0]):  # observed in key order
                 started.add(key)
