@@ -359,24 +359,24 @@ def run(
         loop, workloads, deployments=scenario.deployments, jobs=scenario.jobs, start=start, end=end
     )
     now = start
-    with _fewer_collections():
+    with _fewer_collections():  # (the summary too: its allocations would trigger collections)
         while now < end:
             now = min(end, now + _CHUNK)
             loop.run(now)
             if progress is not None:
                 progress(now - start, end - start)
-    collector.record()
-    figures = sim_metrics.summary(
-        collector=collector,
-        binder=binder,
-        workloads=workloads,
-        cloud=cloud,
-        disruptions=disruptions(),
-        evictions=kube.evictions,
-        start=start,
-        end=end,
-    )
-    log = [(e.time, e.kind, e.name, e.reason) for e in events.events]
+        collector.record()
+        figures = sim_metrics.summary(
+            collector=collector,
+            binder=binder,
+            workloads=workloads,
+            cloud=cloud,
+            disruptions=disruptions(),
+            evictions=kube.evictions,
+            start=start,
+            end=end,
+        )
+        log = [(e.time, e.kind, e.name, e.reason) for e in events.events]
     return RunResult(
         mode,
         scenario.name,
