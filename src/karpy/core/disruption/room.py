@@ -56,7 +56,8 @@ def _refuses(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool
 class _Kind:
     """What the room checks read of a pod: its requests (alone and with the pod's slot) and its
     tolerations, with the index of those tolerations among the interned ones. Interned, so a
-    kind is hashed by identity, and found per pod object once (:func:`_kind`)."""
+    kind is hashed by identity, and found by the identity of a pod's requests and tolerations
+    objects (:func:`_kind`)."""
 
     requests: Resources
     slot: Resources
@@ -66,23 +67,27 @@ class _Kind:
 
 _KINDS: dict[tuple[Resources, tuple[Toleration, ...]], _Kind] = {}
 _TOLERATIONS: dict[tuple[Toleration, ...], int] = {}
-_KIND_OF: dict[int, tuple[Pod, _Kind]] = {}  # id(pod) -> (the pod, kept alive; its kind)
+# (id(requests), id(tolerations)) of a pod -> (those two objects, kept alive so the ids stay
+# theirs; the kind): found by identity, holding small objects rather than pods
+_KIND_OF: dict[tuple[int, int], tuple[Resources, tuple[Toleration, ...], _Kind]] = {}
 MAX_KIND_PODS = 65536  # the per-pod table is cleared when full
 MAX_KINDS = 4096  # the intern tables are cleared when full (only between two unplaceable calls)
 
 
 def _kind(pod: Pod) -> _Kind:
-    entry = _KIND_OF.get(id(pod))
-    if entry is not None and entry[0] is pod:
-        return entry[1]
-    key = (pod.requests, pod.tolerations)
+    requests, tolerations = pod.requests, pod.tolerations
+    ids = (id(requests), id(tolerations))
+    entry = _KIND_OF.get(ids)
+    if entry is not None and entry[0] is requests and entry[1] is tolerations:
+        return entry[2]
+    key = (requests, tolerations)
     kind = _KINDS.get(key)
     if kind is None:
-        index = _TOLERATIONS.setdefault(pod.tolerations, len(_TOLERATIONS))
-        kind = _KINDS[key] = _Kind(pod.requests, with_pod_slot(pod.requests), pod.tolerations, index)
+        index = _TOLERATIONS.setdefault(tolerations, len(_TOLERATIONS))
+        kind = _KINDS[key] = _Kind(requests, with_pod_slot(requests), tolerations, index)
     if len(_KIND_OF) >= MAX_KIND_PODS:
         _KIND_OF.clear()
-    _KIND_OF[id(pod)] = (pod, kind)
+    _KIND_OF[ids] = (requests, tolerations, kind)
     return kind
 
 
