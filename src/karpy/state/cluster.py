@@ -461,26 +461,17 @@ class Cluster:
             assert state.claim is not None
             self._claim_states[state.claim.name] = state
 
-    def _sorted_values(self, store: str, values: dict[str, Any]) -> tuple[Any, ...]:
-        """``values`` by key, one cached tuple while the store is unchanged."""
+    def _sorted_values(self, store: str, values: dict[str, Any], name: str = "") -> tuple[Any, ...]:
+        """``values`` by key, one cached tuple (under ``name``, default the store's) while the
+        store is unchanged."""
+        name = name or store
         version = self._store_versions.get(store, 0)
-        cached = self._sorted.get(store)
+        cached = self._sorted.get(name)
         if cached is not None and cached[0] == version:
             return cached[1]
-        keys = self._pod_keys if store == "pods" else sorted(values)
+        keys = self._pod_keys if name == "pods" else sorted(values)
         out = tuple(map(values.__getitem__, keys))
-        self._sorted[store] = (version, out)
-        return out
-
-    def _sorted_unbound(self) -> tuple[Pod, ...]:
-        """The pods without a node by key, one cached tuple while ``pods`` is unchanged."""
-        version = self._store_versions.get("pods", 0)
-        cached = self._sorted.get("unbound")
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        unbound = self._unbound
-        out = tuple(unbound[k] for k in sorted(unbound))
-        self._sorted["unbound"] = (version, out)
+        self._sorted[name] = (version, out)
         return out
 
     def snapshot(self, now: float) -> Snapshot:
@@ -493,7 +484,7 @@ class Cluster:
             instance_types={p.name: self._pool_types(p) for p in pools},
             daemonsets=self._sorted_values("daemonsets", self.daemonsets),
             pdbs=self._sorted_values("pdbs", self.pdbs),
-            unbound=self._sorted_unbound(),
+            unbound=self._sorted_values("pods", self._unbound, "unbound"),  # (a part of pods)
             namespaces=dict(self.namespaces),
             well_known=self.well_known,
             settings=self.settings,

@@ -92,6 +92,7 @@ def simulate(
     *,
     consolidation: bool,
     stop: Callable[[Sequence[Sequence[Pod]]], StopWhen | None] | None = None,
+    room_checked: bool = False,
 ) -> Simulation:
     """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes.
 
@@ -99,11 +100,12 @@ def simulate(
     candidate's moved pods, each deleting node's pods) may end the solve early; see
     ``Results.stopped``. With a stop, a consolidation solve whose answer
     :func:`karpy.core.disruption.room.unplaceable` already knows is not run: ``nowhere`` says
-    why, and the results are empty.
+    why, and the results are empty (``room_checked``: the caller asked it already, with the
+    same stop, and it knew nothing).
     """
     names, groups, moved = _parts(snapshot, chosen)
     when = stop(groups) if stop is not None else None
-    if when is not None and consolidation:
+    if when is not None and consolidation and not room_checked:
         nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
@@ -347,10 +349,9 @@ def _compute(
         chosen,
         consolidation=True,
         stop=lambda groups: _stop_when(snapshot, groups, spot_gate),
+        room_checked=True,  # by ``compute``, before it came here
     )
     names = tuple(c.name for c in chosen)
-    if sim.nowhere is not None:
-        return None, _nowhere_reason(sim.nowhere)
     if sim.results.stopped == STOP_POOL:
         return None, _SPOT_GATE_NEW_NODE
     if sim.results.stopped:

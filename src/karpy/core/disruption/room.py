@@ -247,11 +247,8 @@ class _PassRoom:
             found = self.new_nodes[tolerations] = any(not _refuses(p.taints, tolerations) for p in self.pools)
         return found
 
-    def claims_stop(self, pod: Pod, stop_pools: frozenset[str]) -> bool:
-        """Whether every NodePool the pod could open or join a claim of stops the solve."""
-        return self._claims_stop(_kind(pod), stop_pools)
-
-    def _claims_stop(self, kind: _Kind, stop_pools: frozenset[str]) -> bool:
+    def claims_stop(self, kind: _Kind, stop_pools: frozenset[str]) -> bool:
+        """Whether every NodePool a pod of this kind could open or join a claim of stops the solve."""
         key = (kind, stop_pools)
         found = self.claims.get(key)
         if found is None:
@@ -313,7 +310,7 @@ def unplaceable(
         if not pod.node_name:
             continue  # only running pods are kept off nodes inside their window
         kind = _kind(pod)
-        if not room._claims_stop(kind, stop_pools):
+        if not room.claims_stop(kind, stop_pools):
             continue  # it could leave in a new NodeClaim
         held = bounded.get(kind.tolerations_index)
         if held is None:
