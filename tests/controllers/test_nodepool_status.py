@@ -85,3 +85,40 @@ def test_a_pool_created_later_is_written_too() -> None:
     controller.reconcile()
     assert not world.problems
     assert status(world, "late") == {"resources": {"cpu": "4", "nodes": "1"}, "nodes": 1}
+
+
+def test_sums_follow_a_node_or_claim_changed_in_place_not_pods() -> None:
+    world = World.make(TYPES)
+    world.apply(raw_pool("a"))
+    add_node(world, "n1", "a", "4")
+    add_node(world, "n2", "a", "2", register=False)
+    controller = NodePoolStatus(world.ctx)
+    controller.reconcile()
+    assert status(world, "a") == {"resources": {"cpu": "6", "nodes": "2"}, "nodes": 2}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p1", "namespace": "default"},
+        "spec": {"nodeName": "n1", "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+    world.apply(pod)  # a bound pod: the same sums, nothing written
+    written = len(patches(world))
+    controller.reconcile()
+    assert len(patches(world)) == written
+    # the Node alone changes (its claim stays): the sum follows its capacity
+    node = builders.node("n1", provider_id="fake://n1", capacity={"cpu": "16"}, labels={"pool": "a"})
+    world.kube.patch("Node", "n1", {"status": encode.node(node)["status"]})
+    controller.reconcile()
+    assert status(world, "a") == {"resources": {"cpu": "18", "nodes": "2"}, "nodes": 2}
+    # the unregistered claim alone changes: its capacity is the one counted
+    claim = builders.node_claim(
+        "n2-claim",
+        pool="a",
+        provider_id="fake://n2",
+        capacity=Resources.parse({"cpu": "8"}),
+        node_class_ref=NodeClassRef(**REF),
+    )
+    world.kube.patch("NodeClaim", "n2-claim", {"status": encode.node_claim(claim)["status"]})
+    controller.reconcile()
+    assert status(world, "a") == {"resources": {"cpu": "24", "nodes": "2"}, "nodes": 2}

@@ -109,3 +109,29 @@ def test_cost_sums_each_launched_claims_offering() -> None:
     world.cloud.types = (builders.instance_type("medium", offerings=[Offering("z1", "spot", 0.125)]),)
     controller.reconcile()  # the provider's new prices are read on the next pass
     assert value(world, "karpy_cluster_cost_per_hour", {"nodepool": "default"}) == 0.125
+
+
+def test_node_counts_follow_the_nodes_labels() -> None:
+    world = World.make(TYPES)
+    controller = StateMetrics(world.ctx)
+
+    def labelled(name: str, capacity_type: str) -> dict[str, Any]:
+        node_labels = {wk.NODEPOOL: "default", wk.INSTANCE_TYPE: "medium", wk.CAPACITY_TYPE: capacity_type}
+        return encode.node(builders.node(name, labels=node_labels))
+
+    def count(capacity_type: str) -> float:
+        series = {"nodepool": "default", "instance_type": "medium", "capacity_type": capacity_type}
+        return value(world, "karpy_nodes", series)
+
+    world.apply(labelled("n1", "spot"), labelled("n2", "spot"), encode.node(builders.node("unmanaged")))
+    controller.reconcile()
+    assert (count("spot"), count("on-demand")) == (2, 0)
+    assert value(world, "karpy_cluster_state_node_count") == 3
+    world.kube.patch("Node", "n2", {"metadata": {"labels": {wk.CAPACITY_TYPE: "on-demand"}}})
+    controller.reconcile()
+    assert (count("spot"), count("on-demand")) == (1, 1)
+    world.kube.delete("Node", "n1")
+    controller.reconcile()
+    assert (count("spot"), count("on-demand")) == (0, 1)  # the spot series is gone
+    controller.reconcile()  # nothing changed: the same counts stay set
+    assert (count("spot"), count("on-demand")) == (0, 1)

@@ -4,8 +4,8 @@ Upstream's ``nodepool.counter``: every 5 s, for each NodePool, the summed capaci
 nodes it owns (cpu, memory, pods, ephemeral-storage, and every other resource they report)
 and their count, written with a merge patch only when it changed.
 
-One ``state_nodes`` call per pass, grouped by NodePool; the sums are kept while the cluster
-hands back the same tuple of StateNodes (nothing they read changed).
+The sums read only the Nodes and NodeClaims (how they join, their capacity), so they are kept
+while neither store changed (``Cluster.store_version``); pods binding elsewhere do not redo them.
 """
 
 from __future__ import annotations
@@ -27,12 +27,15 @@ class NodePoolStatus:
         self.ctx = ctx
         self.interval = interval
         self._written: dict[str, tuple[Resources, int]] = {}
-        self._nodes: tuple[StateNode, ...] | None = None
+        self._versions: tuple[int, int] | None = None  # (nodes, claims) store versions of ``_usage``
         self._usage: dict[str, tuple[Resources, int]] = {}
 
-    def _pool_usage(self, nodes: tuple[StateNode, ...]) -> dict[str, tuple[Resources, int]]:
+    def _pool_usage(self) -> dict[str, tuple[Resources, int]]:
         """NodePool name -> (summed capacity, count) of the managed nodes it owns."""
-        if nodes is not self._nodes:
+        cluster = self.ctx.cluster
+        versions = (cluster.store_version("nodes"), cluster.store_version("claims"))
+        if versions != self._versions:
+            nodes = cluster.state_nodes(self.ctx.now())
             members: dict[str, list[StateNode]] = {}
             for n in nodes:
                 if n.claim:
@@ -47,12 +50,12 @@ class NodePoolStatus:
                 )
                 for pool, owned in members.items()
             }
-            self._nodes = nodes
+            self._versions = versions
         return self._usage
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
-        usage = self._pool_usage(cluster.state_nodes(self.ctx.now()))
+        usage = self._pool_usage()
         for pool_name in sorted(cluster.node_pools):
             current = usage.get(pool_name) or (total(()), 0)
             if self._written.get(pool_name) == current:

@@ -8,8 +8,10 @@ from its instance type, zone and capacity-type labels), ``karpy_pods_pending`` a
 
 Each NodePool's instance types are asked for once per pass (not once per NodeClaim), a
 claim's price is looked up again only when the claim or its instance type object changed,
-and the pod gauges and startup observations are recomputed only when the cluster's pods
-changed (``Cluster.pods_version``).
+the cost is summed again only when the NodeClaims, NodePools or NodeClasses changed or a
+NodePool's instance types came back as other objects, the node counts only when the Nodes
+changed (``Cluster.store_version``), and the pod gauges and startup observations only when
+the cluster's pods changed (``Cluster.pods_version``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from karpy.controllers.result import Result
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodeClaim, Pod
+from karpy.state.cluster import Cluster
 
 __all__ = ["StateMetrics"]
 
@@ -36,13 +39,62 @@ class StateMetrics:
         self._types: dict[str, tuple[tuple[InstanceType, ...], dict[str, InstanceType]]] = {}
         # NodeClaim name -> (claim, its instance type, its offering's price), while both are the same objects
         self._prices: dict[str, tuple[NodeClaim, InstanceType, float | None]] = {}
+        # the (claims, NodePools, NodeClasses) store versions of the cost last set, and the
+        # instance type tuple each NodePool was priced with then
+        self._cost_versions: tuple[int, int, int] | None = None
+        self._priced_with: dict[str, tuple[InstanceType, ...]] = {}
+        self._nodes_version = -1  # the Nodes store version of the node counts last set
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
         metrics = self.ctx.metrics
         metrics.cluster_state_nodes.set(len(cluster.nodes))
+        self._cost(cluster)
+        nodes_version = cluster.store_version("nodes")
+        if nodes_version != self._nodes_version:  # else the gauges hold the same counts already
+            self._nodes_version = nodes_version
+            self._node_counts(cluster)
+        now = self.ctx.now()
+        changed = cluster.pods_version != self._pods_version
+        if changed:
+            self._pods_version = cluster.pods_version
+            self._waiting = [
+                p for p in cluster.unbound_pods() if not p.is_terminal() and not p.is_daemonset_pod()
+            ]
+        waiting = self._waiting
+        metrics.pending_pods.set(len(waiting))
+        metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
+        if changed:  # else every Running pod was observed already
+            started = self._started
+            pods = cluster.pods
+            running = [
+                (key, at, pod.created)
+                for key in pods.keys() - started  # (a set difference: not a walk over every pod)
+                if (pod := pods[key]).phase == "Running" and (at := pod.started) is not None
+            ]
+            for key, at, created in sorted(running, key=lambda r: r[0]):  # observed in key order
+                started.add(key)
+                metrics.pods_startup_duration.observe(max(0.0, at - created))
+            started.intersection_update(cluster.pods)
+        return Result(requeue_after=self.interval)
+
+    def _cost(self, cluster: Cluster) -> None:
+        """``karpy_cluster_cost_per_hour``: set again unless the claims, NodePools, NodeClasses and
+        the instance type tuples their NodePools were priced with are all the same as last pass."""
+        versions = (
+            cluster.store_version("claims"),
+            cluster.store_version("node_pools"),
+            cluster.store_version("node_classes"),
+        )
+        if versions == self._cost_versions and all(
+            (pool := cluster.node_pools.get(name)) is not None
+            and cluster.instance_types(pool, cluster.node_class_for(pool)) is types
+            for name, types in self._priced_with.items()
+        ):
+            return
         costs: dict[str, float] = {name: 0.0 for name in cluster.node_pools}
         types_now: dict[str, dict[str, InstanceType]] = {}  # asked once per NodePool per pass
+        priced_with: dict[str, tuple[InstanceType, ...]] = {}
         for claim in cluster.claims.values():
             pool = cluster.node_pools.get(claim.node_pool)
             if pool is None or not claim.provider_id:
@@ -50,6 +102,7 @@ class StateMetrics:
             by_name = types_now.get(pool.name)
             if by_name is None:
                 types = cluster.instance_types(pool, cluster.node_class_for(pool))
+                priced_with[pool.name] = types
                 cached = self._types.get(pool.name)
                 if cached is not None and cached[0] is types:
                     by_name = cached[1]
@@ -77,7 +130,13 @@ class StateMetrics:
         for name in [n for n in self._prices if n not in cluster.claims]:
             del self._prices[name]
         for pool_name, cost in sorted(costs.items()):
-            metrics.cluster_cost.labels(nodepool=pool_name).set(cost)
+            self.ctx.metrics.cluster_cost.labels(nodepool=pool_name).set(cost)
+        self._cost_versions = versions
+        self._priced_with = priced_with
+
+    def _node_counts(self, cluster: Cluster) -> None:
+        """``karpy_nodes{nodepool,instance_type,capacity_type}`` from the Nodes' labels."""
+        metrics = self.ctx.metrics
         counts: dict[tuple[str, str, str], int] = {}
         for node in cluster.nodes.values():
             owner = node.labels.get(labels.NODEPOOL)
@@ -94,26 +153,3 @@ class StateMetrics:
             metrics.nodes.labels(
                 nodepool=owner, instance_type=instance_type, capacity_type=capacity_type
             ).set(count)
-        now = self.ctx.now()
-        changed = cluster.pods_version != self._pods_version
-        if changed:
-            self._pods_version = cluster.pods_version
-            self._waiting = [
-                p for p in cluster.unbound_pods() if not p.is_terminal() and not p.is_daemonset_pod()
-            ]
-        waiting = self._waiting
-        metrics.pending_pods.set(len(waiting))
-        metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
-        if changed:  # else every Running pod was observed already
-            started = self._started
-            pods = cluster.pods
-            running = [
-                (key, at, pod.created)
-                for key in pods.keys() - started  # (a set difference: not a walk over every pod)
-                if (pod := pods[key]).phase == "Running" and (at := pod.started) is not None
-            ]
-            for key, at, created in sorted(running, key=lambda r: r[0]):  # observed in key order
-                started.add(key)
-                metrics.pods_startup_duration.observe(max(0.0, at - created))
-            started.intersection_update(cluster.pods)
-        return Result(requeue_after=self.interval)

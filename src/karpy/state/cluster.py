@@ -107,6 +107,12 @@ class Cluster:
         """Bumped on every change to ``pods``."""
         return self._store_versions.get("pods", 0)
 
+    def store_version(self, store: str) -> int:
+        """Bumped on every change to one store: ``pods``, ``nodes``, ``claims``, ``node_pools``,
+        ``node_classes``, ``daemonsets``, ``pdbs``, ``namespaces``, ``nominations`` or
+        ``marked_for_deletion``."""
+        return self._store_versions.get(store, 0)
+
     # -- apply ---------------------------------------------------------------------------
     def apply(self, event: ObjectEvent) -> None:
         obj = event.obj

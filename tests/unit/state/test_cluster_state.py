@@ -293,6 +293,12 @@ def test_version_counts_changes() -> None:
     cluster.nominate("n1", 5.0)
     cluster.apply(ObjectEvent.added(builders.node_pool("default")))
     assert cluster.version == version + 4 and cluster.pods_version == pods_version + 1
+    stores = ("pods", "nodes", "claims", "node_pools", "nominations", "marked_for_deletion")
+    before = {store: cluster.store_version(store) for store in stores}
+    cluster.apply(ObjectEvent.added(builders.node("n2")))
+    cluster.apply(ObjectEvent.added(builders.node("n2", labels={"a": "b"})))
+    after = {store: cluster.store_version(store) for store in stores}
+    assert after == {**before, "nodes": before["nodes"] + 2}
 
 
 def test_duplicate_provider_ids_join_as_before() -> None:
