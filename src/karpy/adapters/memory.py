@@ -46,17 +46,28 @@ Key = tuple[str, str, str]
 _T = TypeVar("_T")
 
 
+_ATOMS = frozenset((str, int, float, bool, type(None)))  # exact JSON scalar types: shared, not copied
+
+
 def _copy(value: _T) -> _T:
     """A deep copy of a JSON tree (dicts, lists, scalars): what ``copy.deepcopy`` does, several times faster.
 
     Stored objects are copied on every write, watch event and read; other values (never produced
-    by JSON or YAML) fall back to ``copy.deepcopy``.
+    by JSON or YAML) fall back to ``copy.deepcopy``. Scalars of the exact JSON types are taken
+    in place without a call (most of a tree's values); subclasses go the long way.
     """
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else _copy(v) for k, v in value.items()}  # type: ignore[attr-defined,return-value]
+    if kind is list:
+        return [v if type(v) in _ATOMS else _copy(v) for v in value]  # type: ignore[attr-defined,return-value]
+    if kind in _ATOMS:
+        return value
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}  # type: ignore[return-value]
     if isinstance(value, list):
         return [_copy(v) for v in value]  # type: ignore[return-value]
-    if value is None or isinstance(value, str | int | float | bool):
+    if isinstance(value, str | int | float | bool):
         return value
     return copy.deepcopy(value)
 

@@ -198,3 +198,18 @@ def test_pdb_allowed_from_the_index_equals_a_walk_over_every_pod(
             pass
         for pdb in kube.objects("PodDisruptionBudget"):
             assert kube.pdb_allowed(pdb) == _allowed_by_walking(kube, pdb)
+
+
+def test_subclasses_of_json_types_take_the_long_way_and_come_back_plain() -> None:
+    import collections
+
+    class Name(str):
+        pass
+
+    ordered = collections.OrderedDict(a=[1, {"b": Name("x")}])
+    tree = {"o": ordered, "n": Name("y"), "t": True}
+    copied = _copy(tree)
+    assert copied == tree
+    assert type(copied["o"]) is dict and copied["o"]["a"] is not ordered["a"]
+    assert copied["o"]["a"][1] is not ordered["a"][1]
+    assert copied["n"] is tree["n"]  # an immutable scalar is shared, as before
