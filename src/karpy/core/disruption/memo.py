@@ -60,6 +60,40 @@ def _same(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
     return old is new or (len(old) == len(new) and all(map(operator.is_, old, new)))
 
 
+def _changes(old: tuple[Pod, ...], new: tuple[Pod, ...]) -> tuple[list[Pod], list[Pod]]:
+    """(removed, added) such that ``new`` holds the pods of ``old`` less ``removed`` plus ``added``
+    (as multisets): a merge by pod key, stepping over a pod both tuples hold at the same step
+    (the same object). Every step consumes a pod of ``old`` (kept or removed) or of ``new`` (kept
+    or added), so the equation holds for any two tuples; for the cluster's tuples (sorted by key)
+    only the pods that changed are reported, without hashing every pod as a set difference would.
+    """
+    removed: list[Pod] = []
+    added: list[Pod] = []
+    i = j = 0
+    n, m = len(old), len(new)
+    while i < n and j < m:
+        a, b = old[i], new[j]
+        if a is b:
+            i += 1
+            j += 1
+            continue
+        ka, kb = a.key, b.key
+        if ka == kb:  # the same pod, changed
+            removed.append(a)
+            added.append(b)
+            i += 1
+            j += 1
+        elif ka < kb:
+            removed.append(a)
+            i += 1
+        else:
+            added.append(b)
+            j += 1
+    removed.extend(old[i:])
+    added.extend(new[j:])
+    return removed, added
+
+
 class _Store:
     """Two generations of one table: a hit in the previous one moves to the current one."""
 
@@ -111,7 +145,6 @@ class Memo:
         self._token = 0  # changes when which PDBs select a pod may change
         self._tag = object()  # this memo at this token: what a StateNode keeps its facts with
         self._limits: tuple[tuple[PodDisruptionBudget, ...], tuple[Pod, ...], pdbs_mod.Limits] | None = None
-        self._limit_pods: dict[int, Pod] = {}  # id -> pod of the pods of ``_limits``
         # the instance types of each NodePool by name, for the type tuples they were built from
         self._types: tuple[tuple[tuple[str, tuple[InstanceType, ...]], ...], _TypesByName] = ((), {})
         self.last_pass: LastPass | None = None  # set by karpy.core.disruption.compute
@@ -175,29 +208,17 @@ class Memo:
         """The PDB limits of the current pass (``pdbs`` must be the snapshot's, as given to begin).
 
         After the last pass's limits over the same PDB objects, only the pods that left or came
-        (by identity: both tuples are alive here, so an id names one object) are counted.
+        are counted (:func:`_changes`).
         """
         cached = self._limits
         same_pdbs = cached is not None and _same(cached[0], pdbs)
         if cached is not None and same_pdbs and _same(cached[1], pods):
             return cached[2]
         if cached is not None and same_pdbs:
-            before = self._limit_pods  # id -> pod of the last pass's tuple, updated in place
-            ids = set(map(id, pods))
-            gone = before.keys() - ids
-            new = ids - before.keys()
-            removed = [before.pop(k) for k in gone]
-            added = []
-            for pod in pods if new else ():
-                if id(pod) in new:
-                    new.discard(id(pod))  # (once, were it twice in the tuple)
-                    added.append(pod)
+            removed, added = _changes(cached[1], pods)
             limits = cached[2].with_pods(removed, added)
-            for pod in added:
-                before[id(pod)] = pod
         else:
             limits = pdbs_mod.Limits(pdbs, pods, selected=self.selected)
-            self._limit_pods = dict(zip(map(id, pods), pods, strict=True))
         self._limits = (pdbs, pods, limits)
         return limits
 

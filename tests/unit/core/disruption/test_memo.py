@@ -326,3 +326,32 @@ def test_pdb_limits_counted_from_the_pods_that_differ_equal_a_fresh_count(steps:
         cold = Limits(pdbs, pods)
         assert [warm.blocking(p) for p in pool] == [cold.blocking(p) for p in pool]
         assert warm._allowed == cold._allowed
+
+
+@MEMO_SETTINGS
+@given(
+    st.lists(st.integers(0, 11), max_size=14),
+    st.lists(st.integers(0, 11), max_size=14),
+    st.booleans(),
+)
+def test_pod_changes_rebuild_the_new_tuple_from_the_old(old: list[int], new: list[int], by_key: bool) -> None:
+    """``_changes`` over any two tuples (repeats, other orders, equal keys of other objects)."""
+    from collections import Counter
+
+    from karpy.core.disruption.memo import _changes
+
+    pool = _pdb_pod_pool()
+    before, after = [pool[i] for i in old], [pool[i] for i in new]
+    if by_key:  # as the cluster hands them out
+        before.sort(key=lambda p: p.key)
+        after.sort(key=lambda p: p.key)
+    removed, added = _changes(tuple(before), tuple(after))
+    left = Counter(map(id, before))
+    left.subtract(map(id, removed))
+    assert min(left.values(), default=0) >= 0  # only pods it held were removed
+    left.update(map(id, added))
+    assert +left == Counter(map(id, after))
+    unique = all(len({p.key for p in pods}) == len(pods) for pods in (before, after))
+    if by_key and unique:  # the cluster's tuples: a pod kept as the same object is not reported
+        kept = {id(p) for p in before} & {id(p) for p in after}
+        assert not kept & ({id(p) for p in removed} | {id(p) for p in added})
