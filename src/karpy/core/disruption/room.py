@@ -96,6 +96,7 @@ def _bound_kinds() -> None:
         _KINDS.clear()
         _TOLERATIONS.clear()
         _KIND_OF.clear()
+        _MOVED.clear()  # (its summaries hold kinds, grouped by the tolerations indexes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,12 +301,61 @@ def unplaceable(
     """Why the ``moved`` pods cannot all land on nodes of ``snapshot`` other than the ``chosen``,
     in a consolidation solve with ``stop`` whose answer is therefore certainly no: one of them
     fits on none (:class:`Nowhere`), or together they outnumber the room (:class:`Crowded`).
-    None when that is not certain."""
+    None when that is not certain. What the check reads of the pods (:class:`_Moved`) is kept
+    for a tuple of them (a candidate's own), so the next passes only look up the room."""
     room = _pass_room_of(snapshot)
-    _bound_kinds()  # (never inside the loop: the tolerations indexes below must stay apart)
+    _bound_kinds()  # (never inside _moved: the tolerations indexes it groups by must stay apart)
+    summary = _moved_of(room, snapshot.node_pools, moved, stop.any_claim_of)
+    for kind, pod_key in summary.kinds:
+        if room._with_room(kind) <= chosen:  # (subset: stops at the first node not chosen)
+            return Nowhere(pod_key, *room.counts(chosen), room.new_node(kind.tolerations))
+    for tolerations, sizes in summary.sizes:
+        for least, count in sizes:
+            total, per_node = room.slots_for(least, tolerations)
+            slots = total - sum(per_node.get(name, 0) for name in chosen)
+            if count > slots:
+                return Crowded(count, least, slots, *room.counts(chosen), room.new_node(tolerations))
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Moved:
+    """What :func:`unplaceable` reads of the moved pods that only a NodeClaim stopping the solve
+    could take otherwise (bound pods; the others could leave in a new NodeClaim): their kinds in
+    the order first seen, each with its first pod's key, and per toleration set (in the order
+    first seen) the sizes the slot count tries, in order, each with how many of the pods ask for
+    at least that much (none when fewer than two pods: the per-pod check has answered)."""
+
+    kinds: tuple[tuple[_Kind, str], ...]
+    sizes: tuple[tuple[tuple[Toleration, ...], tuple[tuple[Resources, int], ...]], ...]
+
+
+# id(moved) -> (moved, the NodePools tuple, the stop's pools, its summary): the objects are kept
+# so the ids stay theirs; a candidate's moved pods are one tuple from pass to pass
+_MOVED: dict[int, tuple[Sequence[Pod], tuple[NodePool, ...], frozenset[str], _Moved]] = {}
+MAX_MOVED = 8192  # the table is cleared when full
+
+
+def _moved_of(
+    room: _PassRoom, node_pools: tuple[NodePool, ...], moved: Sequence[Pod], stop_pools: frozenset[str]
+) -> _Moved:
+    if not isinstance(moved, tuple):  # only an immutable tuple can be recognised again
+        return _moved(room, moved, stop_pools)
+    entry = _MOVED.get(id(moved))
+    if entry is not None and entry[0] is moved and entry[1] is node_pools and entry[2] == stop_pools:
+        return entry[3]
+    summary = _moved(room, moved, stop_pools)
+    if len(_MOVED) >= MAX_MOVED:
+        _MOVED.clear()
+    # (room.pools is read from node_pools alone, so the summary holds for the same tuple)
+    _MOVED[id(moved)] = (moved, node_pools, stop_pools, summary)
+    return summary
+
+
+def _moved(room: _PassRoom, moved: Sequence[Pod], stop_pools: frozenset[str]) -> _Moved:
+    kinds: list[tuple[_Kind, str]] = []
     seen: set[_Kind] = set()
     bounded: dict[int, tuple[tuple[Toleration, ...], Counter[Resources]]] = {}
-    stop_pools = stop.any_claim_of
     for pod in moved:
         if not pod.node_name:
             continue  # only running pods are kept off nodes inside their window
@@ -316,36 +366,27 @@ def unplaceable(
         if held is None:
             held = bounded[kind.tolerations_index] = (kind.tolerations, Counter())
         held[1][kind.requests] += 1
-        if kind in seen:
-            continue
-        seen.add(kind)
-        if room._with_room(kind) <= chosen:  # (subset: stops at the first node not chosen)
-            return Nowhere(pod.key, *room.counts(chosen), room.new_node(kind.tolerations))
-    for tolerations, requests in bounded.values():
-        crowded = _crowded(room, chosen, tolerations, requests)
-        if crowded is not None:
-            return crowded
-    return None
+        if kind not in seen:
+            seen.add(kind)
+            kinds.append((kind, pod.key))
+    return _Moved(
+        tuple(kinds), tuple((tolerations, _sizes(requests)) for tolerations, requests in bounded.values())
+    )
 
 
-def _crowded(
-    room: _PassRoom, chosen: frozenset[str], tolerations: tuple[Toleration, ...], requests: Counter[Resources]
-) -> Crowded | None:
-    """More moved pods of at least some size than the other open nodes have slots of that size;
-    ``requests`` counts the moved pods by their containers' requests."""
+def _sizes(requests: Counter[Resources]) -> tuple[tuple[Resources, int], ...]:
+    """For each size among the moved pods (``requests`` counts them by their containers'
+    requests), in order: the size with the pod's slot, and how many pods ask for at least it
+    in every resource it names."""
     if requests.total() < 2:
-        return None  # one pod alone: the per-pod check has answered
+        return ()  # one pod alone: the per-pod check has answered
     ordered = sorted(requests.items(), key=lambda item: sorted(item[0].items()))
     sizes = [(with_pod_slot(r), n) for r, n in ordered]
+    out: list[tuple[Resources, int]] = []
     for least, _ in sizes:
         asked = [(k, v) for k, v in least.items() if v > 0]
-        count = sum(n for size, n in sizes if all(size.get(k, 0) >= v for k, v in asked))
-        total, per_node = room.slots_for(least, tolerations)
-        slots = total - sum(per_node.get(name, 0) for name in chosen)
-        if count <= slots:
-            continue
-        return Crowded(count, least, slots, *room.counts(chosen), room.new_node(tolerations))
-    return None
+        out.append((least, sum(n for size, n in sizes if all(size.get(k, 0) >= v for k, v in asked))))
+    return tuple(out)
 
 
 def _pass_room_of(snapshot: Snapshot) -> _PassRoom:

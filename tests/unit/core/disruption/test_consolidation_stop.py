@@ -216,6 +216,25 @@ def test_a_pool_that_could_replace_the_node_keeps_the_solve() -> None:
         assert consolidation.compute(snap, [s1], method="test")[0] == full
 
 
+def test_a_kept_tuple_of_moved_pods_is_read_anew_under_other_pools_or_another_stop() -> None:
+    """The room check keeps what it read of a candidate's tuple of pods per NodePools tuple and stop."""
+    od = b.disruption_pool("od", requirements=[(wk.CAPACITY_TYPE, "In", [OD])])
+    batch = b.disruption_pool(
+        "batch", requirements=[(wk.CAPACITY_TYPE, "In", [OD])], taints=[Taint("tier", "NoSchedule", "batch")]
+    )
+    pods = [b.running_pod("a", "s1", cpu="1500m"), b.running_pod("b", "s2", cpu="1500m")]
+    tainted = spot_snapshot(pods, pools=[b.disruption_pool(), batch])
+    plain = spot_snapshot(pods, pools=[b.disruption_pool(), od])
+    moved = next(c for c in graceful(tainted) if c.name == "s1").reschedulable
+    stop = consolidation._stop_when(tainted, [moved], True)
+    assert stop == StopWhen(1, frozenset({"default"}))
+    s1 = frozenset({"s1"})
+    assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
+    assert room.unplaceable(plain, s1, moved, stop) is None  # "od" could take the pod: no certainty
+    assert room.unplaceable(tainted, s1, moved, StopWhen(1, frozenset())) is None  # no claim stops
+    assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
+
+
 def graceful_in_window(snap: Snapshot) -> list[Any]:
     """The candidates outside their consolidateAfter window (as the pass filters them)."""
     from karpy.core import lifecycle
