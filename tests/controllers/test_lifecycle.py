@@ -246,6 +246,22 @@ def test_an_initialized_claim_is_left_alone_until_it_changes() -> None:
     assert world.cluster.claims["default-1"].annotations[drift.HASH_VERSION_ANNOTATION] == drift.HASH_VERSION
 
 
+def test_a_claim_gone_and_made_again_under_its_name_is_taken_from_the_start() -> None:
+    """What the controller remembers of a claim goes with it: the new one gets the finalizer."""
+    world, _kwok, lifecycle = kwok_world()
+    world.apply(raw_claim())
+    world.loop.run_for(1)
+    assert FINALIZER in raw(world, "NodeClaim", "default-1")["metadata"]["finalizers"]
+    world.kube.patch("NodeClaim", "default-1", {"metadata": {"finalizers": []}})
+    world.kube.delete("NodeClaim", "default-1")
+    assert "default-1" not in world.cluster.claims
+    lifecycle.reconcile()  # sees it gone
+    world.kube.delete("Node", "default-1-1")
+    world.apply(raw_claim())
+    lifecycle.reconcile()
+    assert FINALIZER in raw(world, "NodeClaim", "default-1")["metadata"]["finalizers"]
+
+
 def test_existing_finalizers_are_kept() -> None:
     world, _kwok, _ = kwok_world()
     world.apply(raw_claim())

@@ -200,7 +200,7 @@ class Disruption:
     def _strip_stale(self) -> None:
         cluster = self.ctx.cluster
         by_provider = {c.provider_id: c for c in cluster.claims.values() if c.provider_id}
-        for name in sorted(cluster.nodes):
+        for name in cluster.node_names():
             node = cluster.nodes[name]
             claim = by_provider.get(node.provider_id) if node.provider_id else None
             if claim is None:

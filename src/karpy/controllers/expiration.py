@@ -50,7 +50,7 @@ class Expiration:
         if gone:
             cluster.unmark_for_deletion(*gone)  # the claim is gone: the mark has done its job
             self._deleted -= gone
-        for name in sorted(cluster.claims):
+        for name in cluster.claim_names():
             claim = cluster.claims[name]
             if claim.deleting or name in self._deleted:
                 continue

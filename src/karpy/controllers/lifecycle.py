@@ -99,26 +99,32 @@ class NodeClaimLifecycle:
         self._nodes: dict[str, Node] | None = None  # by providerID, rebuilt when stale
         # claims found launched, registered and initialized: skipped while the object is the same
         self._settled: dict[str, NodeClaim] = {}
+        # the claim names at the last clean-up of the per-claim tables: while the cluster hands
+        # back the same tuple, no claim went, and every entry (all made for claims then known) stays
+        self._cleaned_for: tuple[str, ...] | None = None
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
         now = self.ctx.now()
         self._nodes = None
         waits: list[float] = []
-        for name in sorted(self.ctx.cluster.claims):
+        for name in self.ctx.cluster.claim_names():
             claim = self.ctx.cluster.claims.get(name)
             if claim is None or claim.deleting or self._settled.get(name) is claim:
                 continue
             wait = self._claim(claim, now)
             if wait is not None:
                 waits.append(wait)
-        known = set(self.ctx.cluster.claims)
-        for store in (self._attempts, self._retry_at):
-            for name in [n for n in store if n not in known]:
-                del store[name]
-        self._finalized &= known
-        for name in [n for n in self._settled if n not in known]:
-            del self._settled[name]
+        names = self.ctx.cluster.claim_names()
+        if names is not self._cleaned_for:  # claims came or went since the last clean-up
+            known = set(names)
+            for store in (self._attempts, self._retry_at):
+                for name in [n for n in store if n not in known]:
+                    del store[name]
+            self._finalized &= known
+            for name in [n for n in self._settled if n not in known]:
+                del self._settled[name]
+            self._cleaned_for = names
         if self._next_gc is None:
             self._next_gc = now + GC_INTERVAL
         elif now >= self._next_gc:

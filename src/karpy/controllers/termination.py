@@ -56,26 +56,33 @@ class Termination:
         self._blocked: dict[str, tuple[int, float]] = {}  # node -> (passes without progress, next try)
         self._instance_gone: set[str] = set()  # claims whose CloudProvider.delete said NotFound
         self._told: set[tuple[str, str]] = set()  # (node, message) events already recorded
+        # the claim and node names at the last clean-up of the tables above: while the cluster
+        # hands back the same tuples, nothing went, and every entry (made for names then known) stays
+        self._cleaned_for: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
     def reconcile(self) -> Result:
         now = self.ctx.now()
         waits: list[float] = []
-        for name in sorted(self.ctx.cluster.claims):
+        for name in self.ctx.cluster.claim_names():
             claim = self.ctx.cluster.claims.get(name)
             if claim is not None and claim.deleting:
                 wait = self._claim(claim)
                 if wait is not None:
                     waits.append(wait)
-        for name in sorted(self.ctx.cluster.nodes):
+        for name in self.ctx.cluster.node_names():
             node = self.ctx.cluster.nodes.get(name)
             if node is not None and node.deleting:
                 wait = self._node(node, now)
                 if wait is not None:
                     waits.append(wait)
-        known_claims, known_nodes = set(self.ctx.cluster.claims), set(self.ctx.cluster.nodes)
-        self._instance_gone &= known_claims
-        self._blocked = {k: v for k, v in self._blocked.items() if k in known_nodes}
-        self._told = {t for t in self._told if t[0] in known_nodes}
+        names = (self.ctx.cluster.claim_names(), self.ctx.cluster.node_names())
+        last = self._cleaned_for
+        if last is None or names[0] is not last[0] or names[1] is not last[1]:
+            known_claims, known_nodes = set(names[0]), set(names[1])
+            self._instance_gone &= known_claims
+            self._blocked = {k: v for k, v in self._blocked.items() if k in known_nodes}
+            self._told = {t for t in self._told if t[0] in known_nodes}
+            self._cleaned_for = names
         return Result(requeue_after=min(waits) if waits else None)
 
     # -- NodeClaims ----------------------------------------------------------------------

@@ -72,8 +72,8 @@ class Cluster:
         self._claim_order: dict[str, int] = {}  # claim name -> position in ``claims``
         self._by_provider: dict[str, set[str]] = {}  # providerID -> claim names
         self._unlaunched: dict[str, set[str]] = {}  # node name -> claims without a providerID naming it
-        self._node_names: list[str] | None = None  # sorted ``nodes`` keys
-        self._claim_names: list[str] | None = None  # sorted ``claims`` keys
+        self._node_names: tuple[str, ...] | None = None  # sorted ``nodes`` keys
+        self._claim_names: tuple[str, ...] | None = None  # sorted ``claims`` keys
         # state_nodes() and snapshot() caches
         self._nodes_out: tuple[StateNode, ...] = ()
         # (state version, lo, hi): ``_nodes_out`` holds for that version and lo <= now < hi
@@ -294,6 +294,18 @@ class Cluster:
         """The pods without a node, in no particular order."""
         return self._unbound.values()
 
+    def node_names(self) -> tuple[str, ...]:
+        """The names of ``nodes``, sorted: one tuple, the same until a Node comes or goes."""
+        if self._node_names is None:
+            self._node_names = tuple(sorted(self.nodes))
+        return self._node_names
+
+    def claim_names(self) -> tuple[str, ...]:
+        """The names of ``claims``, sorted: one tuple, the same until a NodeClaim comes or goes."""
+        if self._claim_names is None:
+            self._claim_names = tuple(sorted(self.claims))
+        return self._claim_names
+
     def claim_for_node(self, node: Node) -> NodeClaim | None:
         """The first NodeClaim (in the order of ``claims``) with the Node's providerID."""
         if node.provider_id:
@@ -339,10 +351,7 @@ class Cluster:
                 return self._repod(lo, hi)
         nominations = self.nominations
         marked = self.marked_for_deletion
-        if self._node_names is None:
-            self._node_names = sorted(self.nodes)
-        if self._claim_names is None:
-            self._claim_names = sorted(self.claims)
+        node_names, claim_names = self.node_names(), self.claim_names()
         joined: set[str] = set()
         out: list[StateNode] = []
         node_states: dict[str, StateNode] = {}
@@ -350,7 +359,7 @@ class Cluster:
         positions: dict[str, list[int]] = {}
         claim_positions: dict[str, list[int]] = {}
         previous = self._node_states
-        for name in self._node_names:
+        for name in node_names:
             node = self.nodes[name]
             claim = (
                 self._pick(self._by_provider.get(node.provider_id), last=True) if node.provider_id else None
@@ -379,7 +388,7 @@ class Cluster:
             positions[name] = [len(out)]
             out.append(state)
         previous = self._claim_states
-        for claim_name in self._claim_names:
+        for claim_name in claim_names:
             if claim_name in joined:
                 continue
             claim = self.claims[claim_name]

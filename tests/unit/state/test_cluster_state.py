@@ -301,6 +301,22 @@ def test_version_counts_changes() -> None:
     assert after == {**before, "nodes": before["nodes"] + 2}
 
 
+def test_sorted_names_are_one_tuple_until_a_node_or_claim_comes_or_goes() -> None:
+    cluster = make_cluster()
+    cluster.apply(ObjectEvent.added(builders.node("n2")))
+    cluster.apply(ObjectEvent.added(builders.node("n1")))
+    cluster.apply(ObjectEvent.added(builders.node_claim("c2")))
+    nodes, claims = cluster.node_names(), cluster.claim_names()
+    assert nodes == tuple(sorted(cluster.nodes)) and claims == tuple(sorted(cluster.claims))
+    cluster.apply(ObjectEvent.added(builders.node("n1", labels={"a": "b"})))  # changed, not new
+    cluster.apply(ObjectEvent.added(builders.node_claim("c2", provider_id="fake://c2")))
+    assert cluster.node_names() is nodes and cluster.claim_names() is claims
+    cluster.apply(ObjectEvent.added(builders.node("n0")))
+    cluster.apply(ObjectEvent(DELETED, builders.node_claim("c2")))
+    assert cluster.node_names() == ("n0", *nodes) and cluster.claim_names() == tuple(sorted(cluster.claims))
+    assert "c2" not in cluster.claim_names()
+
+
 def test_duplicate_provider_ids_join_as_before() -> None:
     """state_nodes joins the last claim (in ``claims`` order) with a providerID, claim_for_node the first."""
     cluster = Cluster(lambda _pool, _nc: ())
