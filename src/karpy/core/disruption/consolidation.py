@@ -333,9 +333,9 @@ def _no_room(snapshot: Snapshot, chosen: Sequence[Candidate]) -> room.Nowhere | 
     when = _stop_when(snapshot, groups, _spot_gate(snapshot, chosen))
     if when is None:
         return None
-    # one candidate: its own tuple of pods (the same pods), which the room check recognises again
-    pods = chosen[0].reschedulable if len(chosen) == 1 else moved
-    return room.unplaceable(snapshot, frozenset(c.name for c in chosen), pods, when)
+    # the candidates' own tuples of the same pods, which the room check recognises again
+    parts = tuple(c.reschedulable for c in chosen)
+    return room.unplaceable(snapshot, frozenset(c.name for c in chosen), moved, when, parts=parts)
 
 
 def _compute(

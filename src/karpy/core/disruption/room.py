@@ -296,16 +296,30 @@ def _pass_room(snapshot: Snapshot) -> _PassRoom:
 
 
 def unplaceable(
-    snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Pod], stop: StopWhen
+    snapshot: Snapshot,
+    chosen: frozenset[str],
+    moved: Sequence[Pod],
+    stop: StopWhen,
+    *,
+    parts: Sequence[tuple[Pod, ...]] | None = None,
 ) -> Nowhere | Crowded | None:
     """Why the ``moved`` pods cannot all land on nodes of ``snapshot`` other than the ``chosen``,
     in a consolidation solve with ``stop`` whose answer is therefore certainly no: one of them
     fits on none (:class:`Nowhere`), or together they outnumber the room (:class:`Crowded`).
-    None when that is not certain. What the check reads of the pods (:class:`_Moved`) is kept
-    for a tuple of them (a candidate's own), so the next passes only look up the room."""
+    None when that is not certain.
+
+    What the check reads of the pods (:class:`_Moved`) is kept per tuple of pods, so the next
+    passes only look up the room: ``parts`` (optional) are the same pods as ``moved``, in the
+    same order, as the candidates' own tuples; each is read once and the reads are combined."""
     room = _pass_room_of(snapshot)
     _bound_kinds()  # (never inside _moved: the tolerations indexes it groups by must stay apart)
-    summary = _moved_of(room, snapshot.node_pools, moved, stop.any_claim_of)
+    pools, stop_pools = snapshot.node_pools, stop.any_claim_of
+    if parts is None:
+        summary = _moved_of(room, pools, moved, stop_pools)
+    elif len(parts) == 1:
+        summary = _moved_of(room, pools, parts[0], stop_pools)
+    else:
+        summary = _combined([_moved_of(room, pools, part, stop_pools) for part in parts])
     for kind, pod_key in summary.kinds:
         if room._with_room(kind) <= chosen:  # (subset: stops at the first node not chosen)
             return Nowhere(pod_key, *room.counts(chosen), room.new_node(kind.tolerations))
@@ -318,16 +332,54 @@ def unplaceable(
     return None
 
 
+_Counts = tuple[tuple[int, tuple[Toleration, ...], tuple[tuple[Resources, int], ...]], ...]
+
+
 @dataclass(frozen=True, slots=True)
 class _Moved:
     """What :func:`unplaceable` reads of the moved pods that only a NodeClaim stopping the solve
     could take otherwise (bound pods; the others could leave in a new NodeClaim): their kinds in
-    the order first seen, each with its first pod's key, and per toleration set (in the order
-    first seen) the sizes the slot count tries, in order, each with how many of the pods ask for
-    at least that much (none when fewer than two pods: the per-pod check has answered)."""
+    the order first seen, each with its first pod's key; per toleration set (in the order first
+    seen: its interned index, the tolerations) how many pods ask for each requests; and from
+    those the sizes the slot count tries, in order, each with how many of the pods ask for at
+    least that much (none when fewer than two pods: the per-pod check has answered)."""
 
     kinds: tuple[tuple[_Kind, str], ...]
+    counts: _Counts
     sizes: tuple[tuple[tuple[Toleration, ...], tuple[tuple[Resources, int], ...]], ...]
+
+
+def _summary(
+    kinds: Sequence[tuple[_Kind, str]], bounded: dict[int, tuple[tuple[Toleration, ...], Counter[Resources]]]
+) -> _Moved:
+    counts = tuple(
+        (index, tolerations, tuple(requests.items())) for index, (tolerations, requests) in bounded.items()
+    )
+    return _Moved(
+        tuple(kinds),
+        counts,
+        tuple((tolerations, _sizes(requests)) for tolerations, requests in bounded.values()),
+    )
+
+
+def _combined(summaries: Sequence[_Moved]) -> _Moved:
+    """The summary of the pods of several tuples in a row, from the tuples' summaries (all made
+    since the intern tables were last cleared, so their tolerations indexes agree)."""
+    kinds: list[tuple[_Kind, str]] = []
+    seen: set[_Kind] = set()
+    bounded: dict[int, tuple[tuple[Toleration, ...], Counter[Resources]]] = {}
+    for summary in summaries:
+        for kind, pod_key in summary.kinds:
+            if kind not in seen:
+                seen.add(kind)
+                kinds.append((kind, pod_key))
+        for index, tolerations, requests in summary.counts:
+            held = bounded.get(index)
+            if held is None:
+                held = bounded[index] = (tolerations, Counter())
+            for size, n in requests:
+                held[1][size] += n
+    return _summary(kinds, bounded)
 
 
 # id(moved) -> (moved, the NodePools tuple, the stop's pools, its summary): the objects are kept
@@ -369,9 +421,7 @@ def _moved(room: _PassRoom, moved: Sequence[Pod], stop_pools: frozenset[str]) ->
         if kind not in seen:
             seen.add(kind)
             kinds.append((kind, pod.key))
-    return _Moved(
-        tuple(kinds), tuple((tolerations, _sizes(requests)) for tolerations, requests in bounded.values())
-    )
+    return _summary(kinds, bounded)
 
 
 def _sizes(requests: Counter[Resources]) -> tuple[tuple[Resources, int], ...]:

@@ -10,6 +10,7 @@ NodePools with minValues.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -233,6 +234,37 @@ def test_a_kept_tuple_of_moved_pods_is_read_anew_under_other_pools_or_another_st
     assert room.unplaceable(plain, s1, moved, stop) is None  # "od" could take the pod: no certainty
     assert room.unplaceable(tainted, s1, moved, StopWhen(1, frozenset())) is None  # no claim stops
     assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["250m", "500m", "1"]), st.booleans(), st.booleans()),
+        min_size=0,
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 12), max_size=4),
+)
+def test_the_reads_of_several_tuples_combine_into_the_read_of_their_pods(
+    specs: list[tuple[str, bool, bool]], cuts: list[int]
+) -> None:
+    """The room check reads a multi-node prefix as its candidates' tuples, combined."""
+    tolerant = (Toleration("tier", "Equal", "batch", "NoSchedule"),)
+    pods = [
+        b.running_pod(f"p{i}", "s1" if bound else "", cpu=cpu, tolerations=tolerant if tolerates else ())
+        for i, (cpu, bound, tolerates) in enumerate(specs)
+    ]
+    batch = b.disruption_pool(
+        "batch", requirements=[(wk.CAPACITY_TYPE, "In", [OD])], taints=[Taint("tier", "NoSchedule", "batch")]
+    )
+    snap = spot_snapshot([b.running_pod("x", "s2", cpu="100m")], pools=[b.disruption_pool(), batch])
+    passroom = room._pass_room_of(snap)
+    bounds = sorted({min(c, len(pods)) for c in cuts} | {0, len(pods)})
+    parts = [tuple(pods[lo:hi]) for lo, hi in itertools.pairwise(bounds)]
+    stop_pools = frozenset({"default"})
+    flat = room._moved(passroom, pods, stop_pools)
+    combined = room._combined([room._moved_of(passroom, snap.node_pools, part, stop_pools) for part in parts])
+    assert combined == flat  # (kinds compare by identity: the same interned objects, in the same order)
 
 
 def graceful_in_window(snap: Snapshot) -> list[Any]:
@@ -499,8 +531,8 @@ def shortcut_against_full_solves(
     fired: list[room.Nowhere | room.Crowded | None] = []
     unplaceable = room.unplaceable
 
-    def counted(*args: Any) -> room.Nowhere | room.Crowded | None:
-        found = unplaceable(*args)
+    def counted(*args: Any, **kwargs: Any) -> room.Nowhere | room.Crowded | None:
+        found = unplaceable(*args, **kwargs)
         fired.append(found)
         return found
 
