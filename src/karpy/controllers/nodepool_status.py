@@ -5,7 +5,9 @@ nodes it owns (cpu, memory, pods, ephemeral-storage, and every other resource th
 and their count, written with a merge patch only when it changed.
 
 The sums read only the Nodes and NodeClaims (how they join, their capacity), so they are kept
-while neither store changed (``Cluster.store_version``); pods binding elsewhere do not redo them.
+while neither store changed (``Cluster.store_version``), and summed again only when the
+(NodePool, capacity) of the managed nodes differ: pods binding and claim status writes do not
+redo them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from __future__ import annotations
 from karpy.api import encode
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
-from karpy.core.snapshot import StateNode
 from karpy.model import errors
 from karpy.model.resources import Resources, total
 
@@ -29,27 +30,24 @@ class NodePoolStatus:
         self._written: dict[str, tuple[Resources, int]] = {}
         self._versions: tuple[int, int] | None = None  # (nodes, claims) store versions of ``_usage``
         self._usage: dict[str, tuple[Resources, int]] = {}
+        self._parts: list[tuple[str, Resources]] | None = None  # (NodePool, capacity) summed in ``_usage``
 
     def _pool_usage(self) -> dict[str, tuple[Resources, int]]:
         """NodePool name -> (summed capacity, count) of the managed nodes it owns."""
         cluster = self.ctx.cluster
         versions = (cluster.store_version("nodes"), cluster.store_version("claims"))
         if versions != self._versions:
-            nodes = cluster.state_nodes(self.ctx.now())
-            members: dict[str, list[StateNode]] = {}
-            for n in nodes:
-                if n.claim:
-                    members.setdefault(n.node_pool, []).append(n)
-            self._usage = {
-                pool: (
-                    total(
-                        n.node.capacity if n.node is not None and n.node.capacity else n.claim.capacity  # type: ignore[union-attr]
-                        for n in owned
-                    ),
-                    len(owned),
-                )
-                for pool, owned in members.items()
-            }
+            parts = [
+                (n.node_pool, n.node.capacity if n.node is not None and n.node.capacity else n.claim.capacity)
+                for n in cluster.state_nodes(self.ctx.now())
+                if n.claim
+            ]
+            if parts != self._parts:  # (a claim's status write alone leaves them equal: no new sums)
+                members: dict[str, list[Resources]] = {}
+                for pool, capacity in parts:
+                    members.setdefault(pool, []).append(capacity)
+                self._usage = {pool: (total(owned), len(owned)) for pool, owned in members.items()}
+                self._parts = parts
             self._versions = versions
         return self._usage
 
