@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import builders
 from karpy.adapters.memory import MemoryKube
@@ -50,7 +52,10 @@ def _is_ready(pod: dict[str, Any]) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
 
 
-def make(ready_after: float | Callable[[dict[str, Any], dict[str, Any]], float] = 5.0) -> Env:
+def make(
+    ready_after: float | Callable[[dict[str, Any], dict[str, Any]], float] = 5.0,
+    workloads_type: type[Workloads] = Workloads,
+) -> Env:
     loop = Loop(start=START)
     clock = LoopClock(loop)
     kube = MemoryKube(clock)
@@ -58,7 +63,7 @@ def make(ready_after: float | Callable[[dict[str, Any], dict[str, Any]], float] 
     kube.watch(Feed(cluster))
     binder = Binder(kube, cluster, clock)
     loop.add(binder.name, lambda: binder.reconcile().requeue_after)
-    workloads = Workloads(kube, clock, loop=loop, ready_after=ready_after)
+    workloads = workloads_type(kube, clock, loop=loop, ready_after=ready_after)
     return Env(loop, kube, binder, workloads)
 
 
@@ -246,3 +251,65 @@ def test_job_pod_evicted_before_completion_is_replaced() -> None:
     status = env.workloads.status("Job", "once", NS)
     assert (status.succeeded, status.complete) == (1, True)
     assert env.kube.get("Pod", "once-1", NS)["status"]["phase"] == "Succeeded"
+
+
+class _WalkingWorkloads(Workloads):
+    """The reference: garbage collection walks every pod of every workload."""
+
+    def _stranded(self) -> dict[tuple[str, str, str], list[Any]]:
+        self._gone = set()
+        found: dict[tuple[str, str, str], list[Any]] = {}
+        for key, wl in self._workloads.items():
+            for pod in wl.pods.values():
+                if pod.node and pod.node not in self._nodes and pod.active:
+                    found.setdefault(key, []).append(pod)
+        return found
+
+
+def _run_ops(workloads_type: type[Workloads], ops: list[tuple[str, int]]) -> list[tuple[str, ...]]:
+    env = make(2.0, workloads_type)
+    loop, kube, workloads = env.loop, env.kube, env.workloads
+    now = START
+    for op, arg in ops:
+        name = f"n{arg % 3}"
+        if op == "node" and ("Node", "", name) not in kube._objects:
+            env.node(name, cpu="4", pods="6")
+        elif op == "drop" and ("Node", "", name) in kube._objects:
+            kube.delete("Node", name)
+        elif op == "scale":
+            workloads.set_deployment(f"app{arg % 2}", NS, template=template(f"app{arg % 2}"), replicas=arg)
+        now += 1 + arg % 4
+        loop.run(now)
+    loop.run(now + 30)
+    return sorted(
+        (p["metadata"]["name"], p["spec"].get("nodeName", ""), p["status"].get("phase", ""))
+        for p in kube.objects("Pod")
+    ) + [call for call in kube.calls if call[1] == "Pod"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["node", "drop", "scale"]), st.integers(0, 7)), max_size=25))
+def test_garbage_collection_by_node_deletes_what_a_walk_over_every_pod_deletes(
+    ops: list[tuple[str, int]],
+) -> None:
+    assert _run_ops(Workloads, ops) == _run_ops(_WalkingWorkloads, ops)
+
+
+@pytest.mark.parametrize("workloads_type", [Workloads, _WalkingWorkloads])
+def test_a_pod_bound_to_a_node_never_seen_is_collected_with_the_next_node_gone(
+    workloads_type: type[Workloads],
+) -> None:
+    env = make(2.0, workloads_type)
+    loop, kube, workloads = env.loop, env.kube, env.workloads
+    workloads.set_deployment("web", NS, template=template(), replicas=1)
+    loop.run(START + 1)
+    [pod] = env.pods()  # pending: no node yet
+    pod["spec"]["nodeName"] = "ghost"  # written around the binder, to a node no watch announced
+    kube.update(pod)
+    loop.run(START + 5)
+    assert [p["spec"]["nodeName"] for p in env.pods()] == ["ghost"]  # nothing looked yet
+    env.node("n1")
+    kube.delete("Node", "n1")
+    loop.run(START + 10)
+    assert "ghost" not in {p["spec"].get("nodeName") for p in env.pods()}  # deleted (and replaced)
+    assert pod["metadata"]["uid"] not in {p["metadata"]["uid"] for p in env.pods()}

@@ -197,6 +197,11 @@ class Workloads:
         # whether a Node went away (pod garbage collection)
         self._dirty: set[tuple[str, str, str]] = set()
         self._collect = False
+        # pods by the node they are bound to, and the node names the next garbage collection
+        # looks at (Nodes deleted, and nodes not known when a pod was bound to them): so it
+        # reads the pods of those nodes, not every pod
+        self._on_node: dict[str, set[tuple[str, str]]] = {}
+        self._gone: set[str] = set()
         if register:
             loop.add(name, lambda: self.reconcile().requeue_after)
         kube.watch(self._on_event)
@@ -290,12 +295,12 @@ class Workloads:
     # -- reconcile -------------------------------------------------------------------------
     def reconcile(self) -> Result:
         collect, self._collect = self._collect, False
+        stranded = self._stranded() if collect else {}
         for key in sorted(self._workloads):
             wl = self._workloads[key]
-            if collect:
-                for pod in sorted(wl.pods.values(), key=lambda p: p.name):
-                    if pod.node and pod.node not in self._nodes and pod.active:
-                        self._delete(wl, pod)  # pod garbage collection: its node is gone
+            for pod in sorted(stranded.get(key, ()), key=lambda p: p.name):
+                if pod.node not in self._nodes and pod.active:
+                    self._delete(wl, pod)  # pod garbage collection: its node is gone
             if key not in self._dirty:
                 continue
             self._dirty.discard(key)  # (what the sync itself changes marks it again)
@@ -304,6 +309,19 @@ class Workloads:
             else:
                 self._sync_job(wl)
         return Result(None)
+
+    def _stranded(self) -> dict[tuple[str, str, str], list[_Pod]]:
+        """Per workload, its active pods bound to a node that is gone (what a walk over every
+        pod would find: a pod's node is set once, and only on those nodes can it be gone)."""
+        gone, self._gone = self._gone, set()
+        found: dict[tuple[str, str, str], list[_Pod]] = {}
+        for node in gone:  # (a node back again is skipped where its pods are read)
+            for namespace, name in self._on_node.get(node, ()):
+                wl = self._owned.get((namespace, name))
+                pod = wl.pods.get(name) if wl is not None else None
+                if wl is not None and pod is not None and pod.active:
+                    found.setdefault(wl.key, []).append(pod)
+        return found
 
     def _sync_deployment(self, wl: _Workload) -> None:
         def active() -> list[_Pod]:
@@ -406,6 +424,7 @@ class Workloads:
         if event.kind == "Node":
             if event.type == "DELETED":
                 self._nodes.pop(meta.get("name", ""), None)
+                self._gone.add(meta.get("name", ""))
                 self._collect = True
                 self._wake()
             else:
@@ -418,7 +437,13 @@ class Workloads:
         if wl is None:
             return
         if event.type == "DELETED":
-            wl.pods.pop(key[1], None)
+            gone = wl.pods.pop(key[1], None)
+            if gone is not None and gone.node:
+                on_node = self._on_node.get(gone.node)
+                if on_node is not None:
+                    on_node.discard(key)
+                    if not on_node:
+                        del self._on_node[gone.node]
             del self._owned[key]
             self._wake(wl.key)
             return
@@ -434,6 +459,9 @@ class Workloads:
         node = (event.obj.get("spec") or {}).get("nodeName") or ""
         if node and not pod.node:
             pod.node, pod.bound = node, self._clock.now()
+            self._on_node.setdefault(node, set()).add(key)
+            if node not in self._nodes:
+                self._gone.add(node)  # never seen (or gone already): the next collection looks
             if callable(self._ready_after):
                 delay = self._ready_after(event.obj, self._nodes.get(node, {}))
             else:
