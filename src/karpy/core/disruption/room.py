@@ -22,6 +22,12 @@ find, in any order and with any relaxation, puts at most that many there; more p
 (:class:`Crowded`) means the solve would end without placing them all. Pending pods and the
 pods of deleting nodes are left out of the count, which only adds room, so the bound stays
 certain.
+
+What the check reads of the moved pods themselves (their kinds, and per toleration set how
+many ask for each size: :class:`_Moved`) does not depend on the pass, only on the pods, the
+NodePools and the stop; it is kept per tuple of pods (a candidate's own tuple lives from pass
+to pass while its node's pods do not change), and a multi-node prefix combines its
+candidates' reads.
 """
 
 from __future__ import annotations
@@ -314,15 +320,18 @@ def unplaceable(
     room = _pass_room_of(snapshot)
     _bound_kinds()  # (never inside _moved: the tolerations indexes it groups by must stay apart)
     pools, stop_pools = snapshot.node_pools, stop.any_claim_of
-    if parts is None:
-        summary = _moved_of(room, pools, moved, stop_pools)
-    elif len(parts) == 1:
-        summary = _moved_of(room, pools, parts[0], stop_pools)
-    else:
-        summary = _combined([_moved_of(room, pools, part, stop_pools) for part in parts])
-    for kind, pod_key in summary.kinds:
-        if room._with_room(kind) <= chosen:  # (subset: stops at the first node not chosen)
-            return Nowhere(pod_key, *room.counts(chosen), room.new_node(kind.tolerations))
+    summaries: list[_Moved] = []
+    seen: set[_Kind] = set()
+    for part in (moved,) if parts is None else parts:  # read part by part: the first kind
+        summary = _moved_of(room, pools, part, stop_pools)  # without room ends it early
+        summaries.append(summary)
+        for kind, pod_key in summary.kinds:
+            if kind in seen:
+                continue
+            seen.add(kind)
+            if room._with_room(kind) <= chosen:  # (subset: stops at the first node not chosen)
+                return Nowhere(pod_key, *room.counts(chosen), room.new_node(kind.tolerations))
+    summary = summaries[0] if len(summaries) == 1 else _combined(summaries)
     for tolerations, sizes in summary.sizes:
         for least, count in sizes:
             total, per_node = room.slots_for(least, tolerations)
