@@ -344,18 +344,37 @@ def unplaceable(
 _Counts = tuple[tuple[int, tuple[Toleration, ...], tuple[tuple[Resources, int], ...]], ...]
 
 
-@dataclass(frozen=True, slots=True)
+_Sizes = tuple[tuple[tuple[Toleration, ...], tuple[tuple[Resources, int], ...]], ...]
+
+
+@dataclass(eq=False, slots=True)
 class _Moved:
     """What :func:`unplaceable` reads of the moved pods that only a NodeClaim stopping the solve
     could take otherwise (bound pods; the others could leave in a new NodeClaim): their kinds in
     the order first seen, each with its first pod's key; per toleration set (in the order first
-    seen: its interned index, the tolerations) how many pods ask for each requests; and from
-    those the sizes the slot count tries, in order, each with how many of the pods ask for at
-    least that much (none when fewer than two pods: the per-pod check has answered)."""
+    seen: its interned index, the tolerations) how many pods ask for each requests; and, made
+    from those when first asked (a kind without room often answers before), the sizes the slot
+    count tries, in order, each with how many of the pods ask for at least that much (none when
+    fewer than two pods: the per-pod check has answered)."""
 
     kinds: tuple[tuple[_Kind, str], ...]
     counts: _Counts
-    sizes: tuple[tuple[tuple[Toleration, ...], tuple[tuple[Resources, int], ...]], ...]
+    made_sizes: _Sizes | None = None
+
+    @property
+    def sizes(self) -> _Sizes:
+        if self.made_sizes is None:
+            self.made_sizes = tuple(
+                (tolerations, _sizes(requests)) for _, tolerations, requests in self.counts
+            )
+        return self.made_sizes
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Moved):
+            return NotImplemented
+        return (self.kinds, self.counts, self.sizes) == (other.kinds, other.counts, other.sizes)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def _summary(
@@ -364,11 +383,7 @@ def _summary(
     counts = tuple(
         (index, tolerations, tuple(requests.items())) for index, (tolerations, requests) in bounded.items()
     )
-    return _Moved(
-        tuple(kinds),
-        counts,
-        tuple((tolerations, _sizes(requests)) for tolerations, requests in bounded.values()),
-    )
+    return _Moved(tuple(kinds), counts)
 
 
 def _combined(summaries: Sequence[_Moved]) -> _Moved:
@@ -433,13 +448,13 @@ def _moved(room: _PassRoom, moved: Sequence[Pod], stop_pools: frozenset[str]) ->
     return _summary(kinds, bounded)
 
 
-def _sizes(requests: Counter[Resources]) -> tuple[tuple[Resources, int], ...]:
-    """For each size among the moved pods (``requests`` counts them by their containers'
+def _sizes(requests: Sequence[tuple[Resources, int]]) -> tuple[tuple[Resources, int], ...]:
+    """For each size among the moved pods (``requests``: how many ask for each containers'
     requests), in order: the size with the pod's slot, and how many pods ask for at least it
     in every resource it names."""
-    if requests.total() < 2:
+    if sum(n for _, n in requests) < 2:
         return ()  # one pod alone: the per-pod check has answered
-    ordered = sorted(requests.items(), key=lambda item: sorted(item[0].items()))
+    ordered = sorted(requests, key=lambda item: sorted(item[0].items()))
     sizes = [(with_pod_slot(r), n) for r, n in ordered]
     out: list[tuple[Resources, int]] = []
     for least, _ in sizes:

@@ -231,6 +231,8 @@ def test_a_kept_tuple_of_moved_pods_is_read_anew_under_other_pools_or_another_st
     assert stop == StopWhen(1, frozenset({"default"}))
     s1 = frozenset({"s1"})
     assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
+    kept = room._MOVED[id(moved)][3]
+    assert kept.made_sizes is None  # a kind without room answered: the slot sizes were not made
     assert room.unplaceable(plain, s1, moved, stop) is None  # "od" could take the pod: no certainty
     assert room.unplaceable(tainted, s1, moved, StopWhen(1, frozenset())) is None  # no claim stops
     assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
