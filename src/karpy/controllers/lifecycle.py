@@ -96,7 +96,9 @@ class NodeClaimLifecycle:
         self._attempts: dict[str, int] = {}  # launch attempts that failed, per claim
         self._retry_at: dict[str, float] = {}
         self._next_gc: float | None = None
-        self._nodes: dict[str, Node] | None = None  # by providerID, rebuilt when stale
+        # Nodes by providerID, with the Nodes store version they were read at (rebuilt when it moved)
+        self._nodes: dict[str, Node] | None = None
+        self._nodes_version = -1
         # claims found launched, registered and initialized: skipped while the object is the same
         self._settled: dict[str, NodeClaim] = {}
         # the claim names at the last clean-up of the per-claim tables: while the cluster hands
@@ -106,7 +108,6 @@ class NodeClaimLifecycle:
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
         now = self.ctx.now()
-        self._nodes = None
         waits: list[float] = []
         for name in self.ctx.cluster.claim_names():
             claim = self.ctx.cluster.claims.get(name)
@@ -223,7 +224,6 @@ class NodeClaimLifecycle:
             status["imageID"] = hydrated.image_id
         merged = {**hydrated.labels, **claim.labels}
         self._patch_status(claim, status, [Condition("Launched", "True")], now=now, labels_=merged)
-        self._nodes = None  # the provider may just have written the Node
         launched = self._fresh(claim.name)
         return None if launched is None else self._register(launched, now)
 
@@ -231,8 +231,10 @@ class NodeClaimLifecycle:
     def _node_for(self, provider_id: str) -> Node | None:
         if not provider_id:
             return None
-        if self._nodes is None:
+        version = self.ctx.cluster.store_version("nodes")  # (any Node written since moves it)
+        if self._nodes is None or version != self._nodes_version:
             self._nodes = {n.provider_id: n for n in self.ctx.cluster.nodes.values() if n.provider_id}
+            self._nodes_version = version
         return self._nodes.get(provider_id)
 
     def _register(self, claim: NodeClaim, now: float) -> float | None:
@@ -276,7 +278,6 @@ class NodeClaimLifecycle:
             self.ctx.kube.patch("Node", node.name, node_patch)
         except errors.NotFound:
             return POLL
-        self._nodes = None
         self._patch_status(claim, {"nodeName": node.name}, [Condition("Registered", "True")], now=now)
         self.ctx.metrics.nodes_created.labels(nodepool=claim.node_pool).inc()
         registered = self._fresh(claim.name)
@@ -294,7 +295,6 @@ class NodeClaimLifecycle:
                 self.ctx.kube.patch("Node", node.name, {"metadata": {"labels": {labels.INITIALIZED: "true"}}})
             except errors.NotFound:
                 return None
-            self._nodes = None
         self._patch_status(claim, {}, [Condition("Initialized", "True")], now=now)
         return None
 
