@@ -15,7 +15,7 @@ import builtins
 import copy
 import itertools
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -236,12 +236,15 @@ class MemoryKube:
                         selected.pop(key, None)
         elif key[0] == "PodDisruptionBudget":
             selector = (obj.get("spec") or {}).get("selector")
-            selected = {
-                k: pod
-                for k, pod in self._kinds.get("Pod", {}).items()
-                if k[1] == key[1] and _matches(selector, pod["metadata"].get("labels") or {})
-            }
-            self._pdb_pods.setdefault(key[1], {})[key] = (selector, selected)
+            self._pdb_pods.setdefault(key[1], {})[key] = (selector, self._selected(key[1], selector))
+
+    def _selected(self, namespace: str, selector: Any) -> dict[Key, RawObject]:
+        """The stored pods of ``namespace`` that ``selector`` (a PDB's) picks."""
+        return {
+            k: pod
+            for k, pod in self._kinds.get("Pod", {}).items()
+            if k[1] == namespace and _matches(selector, pod["metadata"].get("labels") or {})
+        }
 
     def _drop(self, key: Key) -> None:
         del self._objects[key]
@@ -322,18 +325,11 @@ class MemoryKube:
         selector = spec.get("selector")
         key = self._key("PodDisruptionBudget", pdb["metadata"].get("name", ""), namespace)
         held = self._pdb_pods.get(namespace, {}).get(key)
-        selected: Iterable[RawObject]
-        if held is not None and held[0] == selector:
-            selected = held[1].values()
-        else:  # not a stored PDB (or not as stored): select from every pod of the namespace
-            selected = [
-                obj
-                for (_, ns, _), obj in self._kinds.get("Pod", {}).items()
-                if ns == namespace and _matches(selector, obj["metadata"].get("labels") or {})
-            ]
+        if held is None or held[0] != selector:  # not a stored PDB (or not as stored): select anew
+            held = (selector, self._selected(namespace, selector))
         pods = [
             obj
-            for obj in selected
+            for obj in held[1].values()
             if not obj["metadata"].get("deletionTimestamp")
             and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         ]

@@ -14,6 +14,7 @@ from karpy.model.selectors import LabelSelector
 from karpy.model.taints import Taint, Toleration
 
 __all__ = [
+    "TERMINAL_PHASES",
     "Budget",
     "Condition",
     "DaemonSet",
@@ -34,6 +35,8 @@ __all__ = [
     "WeightedTerm",
     "Workload",
 ]
+
+TERMINAL_PHASES = ("Succeeded", "Failed")  # a pod in one of these has finished (Pod.is_terminal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +150,7 @@ class Pod:
         return owner is not None and owner.kind == "DaemonSet"
 
     def is_terminal(self) -> bool:
-        return self.phase in ("Succeeded", "Failed")
+        return self.phase in TERMINAL_PHASES
 
     def has_pod_affinity(self) -> bool:
         return bool(

@@ -40,6 +40,7 @@ from typing import Any
 from karpy.api import encode
 from karpy.controllers.result import Result
 from karpy.model import errors
+from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, KubeAPI, RawObject, WatchEvent
 from karpy.runtime.loop import Loop
 
@@ -48,7 +49,6 @@ __all__ = ["DEFAULT_STRATEGY", "PodStart", "StartupDelay", "WorkloadStatus", "Wo
 StartupDelay = Callable[[RawObject, RawObject], float]
 DEFAULT_STRATEGY: Mapping[str, int | str] = {"maxSurge": "25%", "maxUnavailable": "25%"}
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of Kubernetes' generated names
-_TERMINAL = ("Succeeded", "Failed")
 DEPLOYMENT = "Deployment"
 JOB = "Job"
 
@@ -131,7 +131,7 @@ class _Pod:
 
     @property
     def active(self) -> bool:
-        return not self.deleting and self.phase not in _TERMINAL
+        return not self.deleting and self.phase not in TERMINAL_PHASES
 
     def rank(self) -> tuple[bool, bool, bool, int]:
         """Deletion order, first deleted first: unbound, not running, not ready, newest."""
@@ -328,7 +328,7 @@ class Workloads:
             return sorted((p for p in wl.pods.values() if p.active), key=_Pod.rank)
 
         if wl.recreate:
-            old = [p for p in wl.pods.values() if p.hash != wl.hash and p.phase not in _TERMINAL]
+            old = [p for p in wl.pods.values() if p.hash != wl.hash and p.phase not in TERMINAL_PHASES]
             for pod in sorted(old, key=_Pod.rank):
                 if not pod.deleting:
                     self._delete(wl, pod)

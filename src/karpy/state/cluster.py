@@ -105,7 +105,7 @@ class Cluster:
     @property
     def pods_version(self) -> int:
         """Bumped on every change to ``pods``."""
-        return self._store_versions.get("pods", 0)
+        return self.store_version("pods")
 
     def store_version(self, store: str) -> int:
         """Bumped on every change to one store: ``pods``, ``nodes``, ``claims``, ``node_pools``,

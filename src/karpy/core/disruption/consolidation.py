@@ -103,10 +103,10 @@ def simulate(
     why, and the results are empty (``room_checked``: the caller asked it already, with the
     same stop, and it knew nothing).
     """
-    names, groups, moved = _parts(snapshot, chosen)
+    names, groups = _parts(snapshot, chosen)
     when = stop(groups) if stop is not None else None
     if when is not None and consolidation and not room_checked:
-        nowhere = room.unplaceable(snapshot, frozenset(names), moved, when)
+        nowhere = room.unplaceable(snapshot, frozenset(names), [c.reschedulable for c in chosen], when)
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
     pods = [p for group in groups for p in group]
@@ -115,6 +115,7 @@ def simulate(
     )
     if results.stopped:
         return Simulation(results, ())
+    moved = [p for c in chosen for p in c.reschedulable]
     errors = {e.pod.key: e for e in results.errors}
     stranded = [f"{p.key}: {errors[p.key].summary()}" for p in moved if p.key in errors]
     by_name = {n.name: n for n in snapshot.nodes if n.name not in names}
@@ -126,16 +127,13 @@ def simulate(
     return Simulation(results, tuple(stranded))
 
 
-def _parts(
-    snapshot: Snapshot, chosen: Sequence[Candidate]
-) -> tuple[set[str], tuple[Sequence[Pod], ...], list[Pod]]:
-    """A solve's candidate names, its groups of pods to place and the candidates' moved pods."""
+def _parts(snapshot: Snapshot, chosen: Sequence[Candidate]) -> tuple[set[str], tuple[Sequence[Pod], ...]]:
+    """A solve's candidate names and its groups of pods to place."""
     names = {c.name for c in chosen}
     shared = _SHARED.of(snapshot, _shared)
     deleting = [pods for name, pods in shared.deleting if name not in names]
     groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
-    moved = [p for c in chosen for p in c.reschedulable]
-    return names, groups, moved
+    return names, groups
 
 
 _SPOT_GATE = "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
@@ -329,13 +327,12 @@ def _spot_gate(snapshot: Snapshot, chosen: Sequence[Candidate]) -> bool:
 
 def _no_room(snapshot: Snapshot, chosen: Sequence[Candidate]) -> room.Nowhere | room.Crowded | None:
     """The room check ``_compute``'s simulation starts with (the same stop, the same pods)."""
-    _, groups, moved = _parts(snapshot, chosen)
+    names, groups = _parts(snapshot, chosen)
     when = _stop_when(snapshot, groups, _spot_gate(snapshot, chosen))
     if when is None:
         return None
-    # the candidates' own tuples of the same pods, which the room check recognises again
-    parts = tuple(c.reschedulable for c in chosen)
-    return room.unplaceable(snapshot, frozenset(c.name for c in chosen), moved, when, parts=parts)
+    # the candidates' own tuples of pods, which the room check recognises again
+    return room.unplaceable(snapshot, frozenset(names), [c.reschedulable for c in chosen], when)
 
 
 def _compute(

@@ -302,27 +302,22 @@ def _pass_room(snapshot: Snapshot) -> _PassRoom:
 
 
 def unplaceable(
-    snapshot: Snapshot,
-    chosen: frozenset[str],
-    moved: Sequence[Pod],
-    stop: StopWhen,
-    *,
-    parts: Sequence[tuple[Pod, ...]] | None = None,
+    snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Sequence[Pod]], stop: StopWhen
 ) -> Nowhere | Crowded | None:
-    """Why the ``moved`` pods cannot all land on nodes of ``snapshot`` other than the ``chosen``,
-    in a consolidation solve with ``stop`` whose answer is therefore certainly no: one of them
-    fits on none (:class:`Nowhere`), or together they outnumber the room (:class:`Crowded`).
-    None when that is not certain.
+    """Why the ``moved`` pods (one sequence per candidate) cannot all land on nodes of
+    ``snapshot`` other than the ``chosen``, in a consolidation solve with ``stop`` whose answer
+    is therefore certainly no: one of them fits on none (:class:`Nowhere`), or together they
+    outnumber the room (:class:`Crowded`). None when that is not certain.
 
-    What the check reads of the pods (:class:`_Moved`) is kept per tuple of pods, so the next
-    passes only look up the room: ``parts`` (optional) are the same pods as ``moved``, in the
-    same order, as the candidates' own tuples; each is read once and the reads are combined."""
+    What the check reads of a candidate's pods (:class:`_Moved`) is kept per tuple of pods (a
+    candidate's own), so the next passes only look up the room; several candidates' reads are
+    combined."""
     room = _pass_room_of(snapshot)
     _bound_kinds()  # (never inside _moved: the tolerations indexes it groups by must stay apart)
     pools, stop_pools = snapshot.node_pools, stop.any_claim_of
     summaries: list[_Moved] = []
     seen: set[_Kind] = set()
-    for part in (moved,) if parts is None else parts:  # read part by part: the first kind
+    for part in moved:  # read part by part: the first kind
         summary = _moved_of(room, pools, part, stop_pools)  # without room ends it early
         summaries.append(summary)
         for kind, pod_key in summary.kinds:

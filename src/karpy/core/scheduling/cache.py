@@ -71,18 +71,16 @@ class ObjectMemo(Generic[V]):
         found = self._entries.get(id(obj))
         if found is not None and found[0] is obj and (check is None or check(found[1])):
             return found[1]
-        value = build()
-        if len(self._entries) >= self._size:
-            self._entries.clear()
-        self._entries[id(obj)] = (obj, value)
-        return value
+        return self._put(obj, build())
 
     def of(self, obj: T, build: Callable[[T], V]) -> V:
         """``build(obj)``, memoized like :meth:`get` (no closure to make per call)."""
         found = self._entries.get(id(obj))
         if found is not None and found[0] is obj:
             return found[1]
-        value = build(obj)
+        return self._put(obj, build(obj))
+
+    def _put(self, obj: object, value: V) -> V:
         if len(self._entries) >= self._size:
             self._entries.clear()
         self._entries[id(obj)] = (obj, value)

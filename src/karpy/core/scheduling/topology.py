@@ -30,7 +30,7 @@ from karpy.core.scheduling.topogroups import (
 )
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
-from karpy.model.objects import Pod, PodAffinityTerm
+from karpy.model.objects import TERMINAL_PHASES, Pod, PodAffinityTerm
 from karpy.model.requirements import Requirement, Requirements
 from karpy.model.selectors import LabelSelector
 from karpy.model.taints import Taint
@@ -95,7 +95,6 @@ def _ignored(pod: Pod) -> bool:
     return not pod.node_name or pod.is_terminal() or pod.deleting
 
 
-_TERMINAL = ("Succeeded", "Failed")  # Pod.is_terminal
 # Per pod label map (immutable, one per Pod object): its items sorted, the key of the pod's
 # bucket in a bound index.
 _LABEL_KEYS: ObjectMemo[tuple[tuple[str, str], ...]] = ObjectMemo(65536)
@@ -117,7 +116,7 @@ class _BoundIndex:
         self.anti_affinity: list[Pod] = []
         by_namespace = self._by_namespace
         for pod in pods:  # (_ignored, inline: this walks every pod of the snapshot)
-            if not pod.node_name or pod.deleting or pod.phase in _TERMINAL:
+            if not pod.node_name or pod.deleting or pod.phase in TERMINAL_PHASES:
                 continue
             found = by_namespace.get(pod.namespace)
             if found is None:

@@ -151,7 +151,7 @@ def two_pods_on_s1(cpu: str) -> tuple[Snapshot, Any, room.Nowhere | room.Crowded
     s1 = next(c for c in graceful(snap) if c.name == "s1")
     when = consolidation._stop_when(snap, [s1.reschedulable], True)
     assert when is not None
-    return snap, s1, room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
+    return snap, s1, room.unplaceable(snap, frozenset({"s1"}), [s1.reschedulable], when)
 
 
 def test_moved_pods_that_fit_alone_but_not_together_are_answered_without_a_solve() -> None:
@@ -210,7 +210,7 @@ def test_a_pool_that_could_replace_the_node_keeps_the_solve() -> None:
         s1 = next(c for c in graceful(snap) if c.name == "s1")
         when = consolidation._stop_when(snap, [s1.reschedulable], True)
         assert when is not None
-        found = room.unplaceable(snap, frozenset({"s1"}), s1.reschedulable, when)
+        found = room.unplaceable(snap, frozenset({"s1"}), [s1.reschedulable], when)
         assert (found is not None) == shortcut, pools
         with full_solves():
             full, _ = consolidation.compute(snap, [s1], method="test")
@@ -230,12 +230,12 @@ def test_a_kept_tuple_of_moved_pods_is_read_anew_under_other_pools_or_another_st
     stop = consolidation._stop_when(tainted, [moved], True)
     assert stop == StopWhen(1, frozenset({"default"}))
     s1 = frozenset({"s1"})
-    assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
+    assert isinstance(room.unplaceable(tainted, s1, [moved], stop), room.Nowhere)
     kept = room._MOVED[id(moved)][3]
     assert kept.made_sizes is None  # a kind without room answered: the slot sizes were not made
-    assert room.unplaceable(plain, s1, moved, stop) is None  # "od" could take the pod: no certainty
-    assert room.unplaceable(tainted, s1, moved, StopWhen(1, frozenset())) is None  # no claim stops
-    assert isinstance(room.unplaceable(tainted, s1, moved, stop), room.Nowhere)
+    assert room.unplaceable(plain, s1, [moved], stop) is None  # "od" could take the pod: no certainty
+    assert room.unplaceable(tainted, s1, [moved], StopWhen(1, frozenset())) is None  # no claim stops
+    assert isinstance(room.unplaceable(tainted, s1, [moved], stop), room.Nowhere)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
