@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness import World
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from builders import instance_type
 from karpy.api import common as api_common
 from karpy.api import encode
 from karpy.controllers.lifecycle import NodeClaimLifecycle
-from karpy.controllers.termination import DISRUPTED_TAINT, TERMINATION_TIMESTAMP, Termination
+from karpy.controllers.termination import DISRUPTED_TAINT, TERMINATION_TIMESTAMP, Termination, _deleting
 from karpy.model import labels as wk
 from karpy.model.objects import Node, NodeClaim, NodeClassRef
 from karpy.model.requirements import Requirement
@@ -263,3 +265,32 @@ def test_unmanaged_nodes_are_left_alone() -> None:
     assert world.cluster.nodes["byo"].taints == ()
     assert evictions(world) == []
     assert world.kube.get("Node", "byo")["metadata"]["finalizers"] == ["example.com/keep"]
+
+
+# -- the walk over names being deleted -------------------------------------------------------------
+_NAMES = ["a", "b", "c", "d", "e", "f"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(st.sampled_from(_NAMES)),
+    st.lists(st.sets(st.sampled_from([*_NAMES, "g", "bb"])), min_size=1, max_size=8),
+)
+def test_the_deleting_walk_visits_what_the_walk_over_every_name_visits(
+    known: set[str], states: list[set[str]]
+) -> None:
+    """The names being deleted may change after each visit (its API calls): the walk reads them
+    anew, and takes only the names known when it began, in order, as the walk over all names."""
+    names = tuple(sorted(known))
+
+    def state(visited: int) -> set[str]:
+        return states[min(visited, len(states) - 1)]
+
+    expected: list[str] = []
+    for name in names:
+        if name in state(len(expected)):
+            expected.append(name)
+    got: list[str] = []
+    for name in _deleting(names, lambda: tuple(sorted(state(len(got))))):
+        got.append(name)
+    assert got == expected

@@ -13,12 +13,15 @@ outright, PDBs and ``do-not-disrupt`` notwithstanding. Once drained: ``CloudProv
 until ``NodeClaimNotFound``, then the Node's finalizer goes, then the NodeClaim's. Pods that
 tolerate the disrupted taint, mirror pods and pods already terminating are not waited on.
 Nodes without karpy's finalizer (unmanaged) are left alone. Registered as a loop task by
-the wiring; it requeues itself while anything is terminating.
+the wiring; it requeues itself while anything is terminating. A pass reads the cluster's
+sorted names of the NodeClaims and Nodes being deleted, not every claim and Node.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from karpy.api import common as api_common
@@ -48,6 +51,28 @@ def tier(pod: Pod) -> int:
     return 2 * critical + pod.is_daemonset_pod()
 
 
+def _deleting(names: tuple[str, ...], deleting: Callable[[], tuple[str, ...]]) -> Iterator[str]:
+    """The ``names`` (sorted) that are being deleted when the walk reaches them, in order.
+
+    The same names as walking every one of ``names`` and looking whether it is being deleted
+    at that moment, without the walk: each step reads the cluster's sorted tuple of names being
+    deleted anew (a step's API calls may delete more), and skips the names that came later."""
+    last: str | None = None
+    while True:
+        current = deleting()
+        i = 0 if last is None else bisect.bisect_right(current, last)
+        while i < len(current):
+            name = current[i]
+            at = bisect.bisect_left(names, name)
+            if at < len(names) and names[at] == name:
+                break
+            i += 1
+        else:
+            return
+        last = name
+        yield name
+
+
 class Termination:
     name = "termination"
 
@@ -62,19 +87,16 @@ class Termination:
 
     def reconcile(self) -> Result:
         now = self.ctx.now()
+        cluster = self.ctx.cluster
         waits: list[float] = []
-        for name in self.ctx.cluster.claim_names():
-            claim = self.ctx.cluster.claims.get(name)
-            if claim is not None and claim.deleting:
-                wait = self._claim(claim)
-                if wait is not None:
-                    waits.append(wait)
-        for name in self.ctx.cluster.node_names():
-            node = self.ctx.cluster.nodes.get(name)
-            if node is not None and node.deleting:
-                wait = self._node(node, now)
-                if wait is not None:
-                    waits.append(wait)
+        for name in _deleting(cluster.claim_names(), cluster.deleting_claim_names):
+            wait = self._claim(cluster.claims[name])
+            if wait is not None:
+                waits.append(wait)
+        for name in _deleting(cluster.node_names(), cluster.deleting_node_names):
+            wait = self._node(cluster.nodes[name], now)
+            if wait is not None:
+                waits.append(wait)
         names = (self.ctx.cluster.claim_names(), self.ctx.cluster.node_names())
         last = self._cleaned_for
         if last is None or names[0] is not last[0] or names[1] is not last[1]:
@@ -139,9 +161,9 @@ class Termination:
     def _node_of(self, claim: NodeClaim) -> Node | None:
         nodes = self.ctx.cluster.nodes
         if claim.provider_id:
-            for name in sorted(nodes):
-                if nodes[name].provider_id == claim.provider_id:
-                    return nodes[name]
+            found = self.ctx.cluster.node_for_provider(claim.provider_id)
+            if found is not None:
+                return found
         if claim.node_name and claim.node_name in nodes:
             node = nodes[claim.node_name]
             if not node.provider_id or node.provider_id == claim.provider_id:

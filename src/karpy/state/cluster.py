@@ -11,8 +11,9 @@ runner and the controllers.
 
 The public dicts (``pods``, ``nodes``, ``claims``, ...) are the state; read them freely but
 never write them directly: ``apply`` also keeps indexes beside them (bound pods by node
-name, pods without a node, claims by providerID and by node name, sorted keys) and a
-``version`` bumped on every change. With these, :meth:`Cluster.state_nodes` costs
+name, pods without a node, claims by providerID and by node name, Nodes by providerID, the
+names of Nodes and NodeClaims being deleted, sorted keys) and a ``version`` bumped on every
+change. With these, :meth:`Cluster.state_nodes` costs
 O(nodes + claims) after a change; only the StateNodes concerned (and a tuple copy) when
 only bound pods, or NodeClaims keeping their providerID and nodeName, changed; and O(1)
 when nothing that it reads changed. It hands back the *same* ``StateNode`` object for a
@@ -74,6 +75,9 @@ class Cluster:
         self._unlaunched: dict[str, set[str]] = {}  # node name -> claims without a providerID naming it
         self._node_names: tuple[str, ...] | None = None  # sorted ``nodes`` keys
         self._claim_names: tuple[str, ...] | None = None  # sorted ``claims`` keys
+        self._deleting: dict[str, set[str]] = {"nodes": set(), "claims": set()}  # names being deleted
+        self._deleting_names: dict[str, tuple[str, ...]] = {}  # store -> the sorted ``_deleting`` set
+        self._nodes_by_provider: dict[str, set[str]] = {}  # providerID -> Node names
         # state_nodes() and snapshot() caches
         self._nodes_out: tuple[StateNode, ...] = ()
         # (state version, lo, hi): ``_nodes_out`` holds for that version and lo <= now < hi
@@ -89,11 +93,14 @@ class Cluster:
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
         # a Cluster built with pre-filled dicts: index them as if applied in their order
-        pods, claims = dict(self.pods), dict(self.claims)
+        pods, nodes, claims = dict(self.pods), dict(self.nodes), dict(self.claims)
         self.pods.clear()
+        self.nodes.clear()
         self.claims.clear()
         for key, pod in pods.items():
             self._put_pod(key, pod, False)
+        for name, node in nodes.items():
+            self._put_node(name, node, False)
         for name, claim in claims.items():
             self._put_claim(name, claim, False)
 
@@ -194,15 +201,24 @@ class Cluster:
         self._changed("pods", state=bound)  # a pending pod is in no StateNode
 
     def _put_node(self, name: str, node: Node, deleted: bool) -> None:
+        old = self.nodes.get(name)
+        if old is not None and old.provider_id:
+            names = self._nodes_by_provider[old.provider_id]
+            names.discard(name)
+            if not names:
+                del self._nodes_by_provider[old.provider_id]
         if deleted:
-            if name not in self.nodes:
+            if old is None:
                 return
             del self.nodes[name]
             self._node_names = None
         else:
-            if name not in self.nodes:
+            if old is None:
                 self._node_names = None
             self.nodes[name] = node
+            if node.provider_id:
+                self._nodes_by_provider.setdefault(node.provider_id, set()).add(name)
+        self._mark_deleting("nodes", name, not deleted and node.deleting)
         self._pods_moved = None
         self._changed("nodes", state=True)
 
@@ -234,6 +250,7 @@ class Cluster:
                 else (self._unlaunched, claim.node_name)
             )
             index.setdefault(at, set()).add(name)
+        self._mark_deleting("claims", name, not deleted and claim.deleting)
         if (
             not deleted
             and old is not None
@@ -305,6 +322,37 @@ class Cluster:
         if self._claim_names is None:
             self._claim_names = tuple(sorted(self.claims))
         return self._claim_names
+
+    def deleting_node_names(self) -> tuple[str, ...]:
+        """The names of the Nodes being deleted, sorted: one tuple, the same until that set changes."""
+        return self._deleting_sorted("nodes")
+
+    def deleting_claim_names(self) -> tuple[str, ...]:
+        """The names of the NodeClaims being deleted, sorted: one tuple, the same until that set
+        changes."""
+        return self._deleting_sorted("claims")
+
+    def _deleting_sorted(self, store: str) -> tuple[str, ...]:
+        found = self._deleting_names.get(store)
+        if found is None:
+            found = self._deleting_names[store] = tuple(sorted(self._deleting[store]))
+        return found
+
+    def _mark_deleting(self, store: str, name: str, deleting: bool) -> None:
+        names = self._deleting[store]
+        if deleting != (name in names):
+            if deleting:
+                names.add(name)
+            else:
+                names.discard(name)
+            self._deleting_names.pop(store, None)
+
+    def node_for_provider(self, provider_id: str) -> Node | None:
+        """The first Node (by name) with this providerID, or None."""
+        names = self._nodes_by_provider.get(provider_id) if provider_id else None
+        if not names:
+            return None
+        return self.nodes[min(names)]
 
     def claim_for_node(self, node: Node) -> NodeClaim | None:
         """The first NodeClaim (in the order of ``claims``) with the Node's providerID."""

@@ -81,6 +81,14 @@ def check_against_reference(cluster: Cluster, now: float) -> None:
         assert cluster.pods_on(name) == [p for p in cluster.pods.values() if p.node_name == name]
     for node in cluster.nodes.values():
         assert cluster.claim_for_node(node) is reference_claim_for_node(cluster, node)
+    assert cluster.deleting_node_names() == tuple(sorted(n for n, v in cluster.nodes.items() if v.deleting))
+    assert cluster.deleting_claim_names() == tuple(sorted(n for n, c in cluster.claims.items() if c.deleting))
+    for provider_id in [*PROVIDER_IDS, "x"]:
+        first = next(
+            (cluster.nodes[n] for n in sorted(cluster.nodes) if cluster.nodes[n].provider_id == provider_id),
+            None,
+        )
+        assert cluster.node_for_provider(provider_id) is (first if provider_id else None)
 
 
 # -- random sequences of changes ---------------------------------------------------------------
@@ -89,7 +97,9 @@ def _event(obj: Any, deleted: bool, exists: bool) -> ObjectEvent:
 
 
 deleted = st.sampled_from([False, False, False, True])
-node_ops = st.tuples(st.just("node"), st.sampled_from(NODES), st.sampled_from(PROVIDER_IDS), deleted)
+node_ops = st.tuples(
+    st.just("node"), st.sampled_from(NODES), st.sampled_from(PROVIDER_IDS), deleted, st.booleans()
+)
 pod_ops = st.tuples(
     st.just("pod"),
     st.sampled_from(PODS),
@@ -109,6 +119,7 @@ ops = st.one_of(
         st.sampled_from(PROVIDER_IDS),
         st.sampled_from(["", *NODES]),
         deleted,
+        st.booleans(),
     ),
     st.tuples(
         st.just("other"), st.sampled_from(["pool", "ds", "pdb"]), st.sampled_from("xyz"), st.booleans()
@@ -122,12 +133,16 @@ ops = st.one_of(
 def run_op(cluster: Cluster, op: tuple[Any, ...], generation: int) -> None:
     kind = op[0]
     if kind == "node":
-        _, name, provider_id, deleted = op
-        node = builders.node(name, provider_id=provider_id, labels={"gen": str(generation)})
+        _, name, provider_id, deleted, deleting = op
+        node = builders.node(
+            name, provider_id=provider_id, labels={"gen": str(generation)}, deleting=deleting
+        )
         cluster.apply(_event(node, deleted, name in cluster.nodes))
     elif kind == "claim":
-        _, name, provider_id, node_name, deleted = op
-        claim = builders.node_claim(name, provider_id=provider_id, node_name=node_name, created=generation)
+        _, name, provider_id, node_name, deleted, deleting = op
+        claim = builders.node_claim(
+            name, provider_id=provider_id, node_name=node_name, created=generation, deleting=deleting
+        )
         cluster.apply(_event(claim, deleted, name in cluster.claims))
     elif kind == "pod":
         _, name, node_name, deleted, terminating = op
@@ -177,6 +192,7 @@ def test_state_matches_a_from_scratch_recomputation_after_any_changes(steps: lis
     for now in TIMES:
         assert copy.state_nodes(now) == reference_state_nodes(cluster, now)
         assert [copy.pods_on(n) for n in NODES] == [cluster.pods_on(n) for n in NODES]
+    check_against_reference(copy, 5.0)
 
 
 # -- identity ------------------------------------------------------------------------------------
