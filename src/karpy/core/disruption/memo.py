@@ -33,7 +33,6 @@ from karpy.core.disruption import candidates as cand
 from karpy.core.disruption import drift
 from karpy.core.disruption import pdbs as pdbs_mod
 from karpy.core.disruption.types import Decision
-from karpy.core.scheduling.podsdiff import changes
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod, PodDisruptionBudget
@@ -59,6 +58,40 @@ _MAX_TOKENS = 1024  # NodePool objects and values remembered for drift reasons (
 def _same(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
     """The same objects in the same order."""
     return old is new or (len(old) == len(new) and all(map(operator.is_, old, new)))
+
+
+def _changes(old: tuple[Pod, ...], new: tuple[Pod, ...]) -> tuple[list[Pod], list[Pod]]:
+    """(removed, added) such that ``new`` holds the pods of ``old`` less ``removed`` plus ``added``
+    (as multisets): a merge by pod key, stepping over a pod both tuples hold at the same step
+    (the same object). Every step consumes a pod of ``old`` (kept or removed) or of ``new`` (kept
+    or added), so the equation holds for any two tuples; for the cluster's tuples (sorted by key)
+    only the pods that changed are reported, without hashing every pod as a set difference would.
+    """
+    removed: list[Pod] = []
+    added: list[Pod] = []
+    i = j = 0
+    n, m = len(old), len(new)
+    while i < n and j < m:
+        a, b = old[i], new[j]
+        if a is b:
+            i += 1
+            j += 1
+            continue
+        ka, kb = a.key, b.key
+        if ka == kb:  # the same pod, changed
+            removed.append(a)
+            added.append(b)
+            i += 1
+            j += 1
+        elif ka < kb:
+            removed.append(a)
+            i += 1
+        else:
+            added.append(b)
+            j += 1
+    removed.extend(old[i:])
+    added.extend(new[j:])
+    return removed, added
 
 
 class _Store:
@@ -175,14 +208,14 @@ class Memo:
         """The PDB limits of the current pass (``pdbs`` must be the snapshot's, as given to begin).
 
         After the last pass's limits over the same PDB objects, only the pods that left or came
-        are counted (:func:`~karpy.core.scheduling.podsdiff.changes`).
+        are counted (:func:`_changes`).
         """
         cached = self._limits
         same_pdbs = cached is not None and _same(cached[0], pdbs)
         if cached is not None and same_pdbs and _same(cached[1], pods):
             return cached[2]
         if cached is not None and same_pdbs:
-            removed, added = changes(cached[1], pods)
+            removed, added = _changes(cached[1], pods)
             limits = cached[2].with_pods(removed, added)
         else:
             limits = pdbs_mod.Limits(pdbs, pods, selected=self.selected)

@@ -335,18 +335,17 @@ def test_pdb_limits_counted_from_the_pods_that_differ_equal_a_fresh_count(steps:
     st.booleans(),
 )
 def test_pod_changes_rebuild_the_new_tuple_from_the_old(old: list[int], new: list[int], by_key: bool) -> None:
-    """``podsdiff.changes`` (what the PDB limits follow) over any two tuples (repeats, other
-    orders, equal keys of other objects)."""
+    """``_changes`` over any two tuples (repeats, other orders, equal keys of other objects)."""
     from collections import Counter
 
-    from karpy.core.scheduling.podsdiff import changes
+    from karpy.core.disruption.memo import _changes
 
     pool = _pdb_pod_pool()
     before, after = [pool[i] for i in old], [pool[i] for i in new]
     if by_key:  # as the cluster hands them out
         before.sort(key=lambda p: p.key)
         after.sort(key=lambda p: p.key)
-    removed, added = changes(tuple(before), tuple(after))
+    removed, added = _changes(tuple(before), tuple(after))
     left = Counter(map(id, before))
     left.subtract(map(id, removed))
     assert min(left.values(), default=0) >= 0  # only pods it held were removed
