@@ -37,8 +37,24 @@ class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
 
+_PARSED: dict[str, Fraction] = {}  # quantity text -> its value (a pure function of the text)
+_MAX_PARSED = 4096  # cleared when full
+
+
 def parse(value: str | int | float) -> Fraction:
     """Parse a Kubernetes quantity into an exact fraction of base units."""
+    if type(value) is str:  # the common case: the same few texts over and over (watch events)
+        found = _PARSED.get(value)
+        if found is None:
+            found = _parse(value)
+            if len(_PARSED) >= _MAX_PARSED:
+                _PARSED.clear()
+            _PARSED[value] = found
+        return found
+    return _parse(value)
+
+
+def _parse(value: str | int | float) -> Fraction:
     if isinstance(value, bool):
         raise QuantityError(f"quantities must be numbers or strings, not {value!r}")
     if isinstance(value, int):

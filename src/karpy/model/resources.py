@@ -22,7 +22,22 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 
 def amount(resource: str, value: str | int | float | Fraction) -> int:
     """The integer amount of ``resource`` that a quantity denotes (cpu in millicores)."""
+    if type(value) is str:
+        key = (resource == CPU, value)
+        found = _AMOUNTS.get(key)
+        if found is None:
+            found = quantity.to_milli(value) if key[0] else quantity.to_units(value)
+            if len(_AMOUNTS) >= _MAX_AMOUNTS:
+                _AMOUNTS.clear()
+            _AMOUNTS[key] = found
+        return found
     return quantity.to_milli(value) if resource == CPU else quantity.to_units(value)
+
+
+# (cpu?, quantity text) -> its amount: a pure function of the two, asked for every resource
+# list of every watch event
+_AMOUNTS: dict[tuple[bool, str], int] = {}
+_MAX_AMOUNTS = 4096  # cleared when full
 
 
 class Resources(Mapping[str, int]):

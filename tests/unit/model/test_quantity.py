@@ -134,3 +134,26 @@ def test_format_round_trips(text: str) -> None:
         assert quantity.format_cpu(quantity.to_milli(text)) == text
     else:
         assert quantity.format_bytes(quantity.to_units(text)) == text
+
+
+@pytest.mark.parametrize("text", ["100m", "1.5Gi", "2k", "1e3", " 2 ", "0"])
+def test_a_remembered_text_parses_to_the_same_value(text: str) -> None:
+    quantity._PARSED.clear()
+    first = quantity.parse(text)
+    assert quantity._PARSED[text] == first  # remembered
+    assert quantity.parse(text) == first == quantity._parse(text)
+
+
+def test_a_bad_text_is_refused_every_time_and_never_remembered() -> None:
+    quantity._PARSED.clear()
+    for _ in range(2):
+        with pytest.raises(QuantityError):
+            quantity.parse("1Gii")
+    assert "1Gii" not in quantity._PARSED
+
+
+def test_the_remembered_texts_are_bounded() -> None:
+    quantity._PARSED.clear()
+    for i in range(quantity._MAX_PARSED + 5):
+        assert quantity.parse(f"{i}m") == Fraction(i, 1000)
+    assert len(quantity._PARSED) <= quantity._MAX_PARSED

@@ -203,3 +203,15 @@ def test_fits_reads_resources_and_plain_mappings_alike(
     left, right, avail = Resources(a), Resources(b), Resources(available)
     assert left.fits(avail) == left.fits(available) == all(v <= available.get(k, 0) for k, v in a.items())
     assert left.fits_with(right, avail) == left.fits_with(right, available) == (left + right).fits(available)
+
+
+def test_a_remembered_amount_depends_on_the_resource_too() -> None:
+    resources._AMOUNTS.clear()
+    assert resources.amount("cpu", "1.5") == 1500  # millicores
+    assert resources.amount("memory", "1.5") == 2  # units, rounded up: not the cpu entry
+    assert resources.amount("nvidia.com/gpu", "1.5") == 2
+    assert resources.amount("cpu", "1.5") == 1500
+    assert resources._AMOUNTS == {(True, "1.5"): 1500, (False, "1.5"): 2}
+    with pytest.raises(QuantityError):
+        resources.amount("cpu", "1.5x")
+    assert len(resources._AMOUNTS) == 2
