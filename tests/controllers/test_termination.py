@@ -267,6 +267,26 @@ def test_unmanaged_nodes_are_left_alone() -> None:
     assert world.kube.get("Node", "byo")["metadata"]["finalizers"] == ["example.com/keep"]
 
 
+def test_what_termination_remembers_of_a_node_goes_with_the_node() -> None:
+    """The backoff and the FailedDraining already told are per Node name; once the Node is gone
+    (the cluster's name tuples change) a pass forgets them, so a later Node under that name
+    starts afresh. Between two such changes the clean-up is skipped."""
+    world, _, node = world_with_node()
+    termination = Termination(world.ctx)  # a second instance, driven by hand, to read its tables
+    world.apply(raw_pod("web-1", node, labels={"app": "web"}), raw_pdb("web", "web", maxUnavailable=0))
+    delete_claim(world)
+    world.loop.run_for(5)
+    termination.reconcile()
+    assert node in termination._blocked
+    assert any(told[0] == node for told in termination._told)
+    world.kube.patch("PodDisruptionBudget", "web", {"spec": {"maxUnavailable": 1}}, namespace="default")
+    world.loop.run_for(60)
+    assert node not in world.cluster.nodes and "default-1" not in world.cluster.claims
+    termination.reconcile()
+    assert node not in termination._blocked
+    assert not any(told[0] == node for told in termination._told)
+
+
 # -- the walk over names being deleted -------------------------------------------------------------
 _NAMES = ["a", "b", "c", "d", "e", "f"]
 
