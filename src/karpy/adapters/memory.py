@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from karpy.model import errors
+from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, RawObject, WatchEvent
 
 __all__ = ["CLUSTER_SCOPED", "MemoryKube"]
@@ -331,7 +332,7 @@ class MemoryKube:
             obj
             for obj in held[1].values()
             if not obj["metadata"].get("deletionTimestamp")
-            and (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES
         ]
         expected = len(pods)
         healthy = sum(1 for p in pods if _ready(p))

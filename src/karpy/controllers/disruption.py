@@ -199,10 +199,9 @@ class Disruption:
     # -- crash recovery and events -----------------------------------------------------------
     def _strip_stale(self) -> None:
         cluster = self.ctx.cluster
-        by_provider = {c.provider_id: c for c in cluster.claims.values() if c.provider_id}
         for name in cluster.node_names():
             node = cluster.nodes[name]
-            claim = by_provider.get(node.provider_id) if node.provider_id else None
+            claim = cluster.claim_for_node(node, last=True)  # (the claim its StateNode holds)
             if claim is None:
                 continue
             tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)

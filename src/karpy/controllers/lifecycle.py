@@ -96,9 +96,6 @@ class NodeClaimLifecycle:
         self._attempts: dict[str, int] = {}  # launch attempts that failed, per claim
         self._retry_at: dict[str, float] = {}
         self._next_gc: float | None = None
-        # Nodes by providerID, with the Nodes store version they were read at (rebuilt when it moved)
-        self._nodes: dict[str, Node] | None = None
-        self._nodes_version = -1
         # claims found launched, registered and initialized: skipped while the object is the same
         self._settled: dict[str, NodeClaim] = {}
         # the claim names at the last clean-up of the per-claim tables: while the cluster hands
@@ -229,13 +226,9 @@ class NodeClaimLifecycle:
 
     # -- registration --------------------------------------------------------------------
     def _node_for(self, provider_id: str) -> Node | None:
-        if not provider_id:
-            return None
-        version = self.ctx.cluster.store_version("nodes")  # (any Node written since moves it)
-        if self._nodes is None or version != self._nodes_version:
-            self._nodes = {n.provider_id: n for n in self.ctx.cluster.nodes.values() if n.provider_id}
-            self._nodes_version = version
-        return self._nodes.get(provider_id)
+        """The Node with this providerID (the last in the order of ``nodes`` if several)."""
+        found = self.ctx.cluster.nodes_with_provider(provider_id)
+        return found[-1] if found else None
 
     def _register(self, claim: NodeClaim, now: float) -> float | None:
         node = self._node_for(claim.provider_id)

@@ -347,17 +347,25 @@ class Cluster:
                 names.discard(name)
             self._deleting_names.pop(store, None)
 
-    def node_for_provider(self, provider_id: str) -> Node | None:
-        """The first Node (by name) with this providerID, or None."""
+    def nodes_with_provider(self, provider_id: str) -> list[Node]:
+        """The Nodes with this providerID (none for ""), in the order of ``nodes``."""
         names = self._nodes_by_provider.get(provider_id) if provider_id else None
         if not names:
-            return None
-        return self.nodes[min(names)]
+            return []
+        if len(names) == 1:
+            (name,) = names
+            return [self.nodes[name]]
+        return [node for name, node in self.nodes.items() if name in names]
 
-    def claim_for_node(self, node: Node) -> NodeClaim | None:
-        """The first NodeClaim (in the order of ``claims``) with the Node's providerID."""
+    def node_for_provider(self, provider_id: str) -> Node | None:
+        """The first Node (by name) with this providerID, or None."""
+        return min(self.nodes_with_provider(provider_id), key=lambda n: n.name, default=None)
+
+    def claim_for_node(self, node: Node, *, last: bool = False) -> NodeClaim | None:
+        """The first NodeClaim (in the order of ``claims``) with the Node's providerID; ``last``:
+        the last one, the claim :meth:`state_nodes` joins the Node with."""
         if node.provider_id:
-            return self._pick(self._by_provider.get(node.provider_id), last=False)
+            return self._pick(self._by_provider.get(node.provider_id), last=last)
         return None
 
     def _pick(self, names: set[str] | None, *, last: bool) -> NodeClaim | None:

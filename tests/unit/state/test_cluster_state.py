@@ -89,6 +89,11 @@ def check_against_reference(cluster: Cluster, now: float) -> None:
             None,
         )
         assert cluster.node_for_provider(provider_id) is (first if provider_id else None)
+        in_order = [n for n in cluster.nodes.values() if provider_id and n.provider_id == provider_id]
+        assert cluster.nodes_with_provider(provider_id) == in_order
+    for node in cluster.nodes.values():
+        last = [c for c in cluster.claims.values() if node.provider_id and c.provider_id == node.provider_id]
+        assert cluster.claim_for_node(node, last=True) is (last[-1] if last else None)
 
 
 # -- random sequences of changes ---------------------------------------------------------------
