@@ -154,7 +154,7 @@ def node_pool(
         "requirements": tuple(requirement(r) for r in requirements or ()),
         "labels": dict(labels or {}),
         "taints": tuple(taints or ()),
-        "limits": None if limits is None else _resources(limits),
+        "limits": None if limits is None else dict(_resources(limits)),
     }
     fields.update(overrides)
     return NodePool(**fields)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from karpy.model import labels as labels_mod
+from karpy.model.abcs import own_abc_state
 
 __all__ = [
     "DOES_NOT_EXIST",
@@ -373,3 +374,6 @@ class Requirements(Mapping[str, Requirement]):
 
     def __repr__(self) -> str:
         return f"Requirements({self})"
+
+
+own_abc_state(Requirements)

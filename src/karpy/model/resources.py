@@ -11,6 +11,7 @@ from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, Va
 from fractions import Fraction
 
 from karpy.model import quantity
+from karpy.model.abcs import own_abc_state
 
 __all__ = ["CPU", "EPHEMERAL_STORAGE", "MEMORY", "PODS", "Resources", "amount"]
 
@@ -46,18 +47,20 @@ class Resources(Mapping[str, int]):
     __slots__ = ("_hash", "_values")
 
     def __init__(self, values: Mapping[str, int] | Iterable[tuple[str, int]] = ()) -> None:
+        self._hash: int | None = None
+        if values == ():  # the empty default (and ``_own``'s start) without the walk
+            self._values: dict[str, int] = {}
+            return
         # a plain dict first: the ABC check of ``isinstance(values, Mapping)`` is slow
         items = values.items() if type(values) is dict or isinstance(values, Mapping) else values
-        self._values: dict[str, int] = {k: v for k, v in items if v != 0}
-        self._hash: int | None = None
+        self._values = {k: v for k, v in items if v != 0}
 
     @classmethod
     def _own(cls, values: dict[str, int]) -> Resources:
         """Wrap a dict this module just built and owns (zeros dropped) without copying it again:
         sums are built in the scheduler's inner loops."""
-        out = object.__new__(cls)
+        out = cls()  # (not ``object.__new__``: a class compiled by mypyc refuses it)
         out._values = values if 0 not in values.values() else {k: v for k, v in values.items() if v != 0}
-        out._hash = None
         return out
 
     @classmethod
@@ -153,6 +156,7 @@ class Resources(Mapping[str, int]):
         return {k: quantity.format_quantity(k, v) for k, v in sorted(self._values.items())}
 
 
+own_abc_state(Resources)
 EMPTY = Resources()
 
 

@@ -23,11 +23,13 @@ WEB = {"app": "web"}
 TAINT = Taint("dedicated", "NoSchedule", "gpu")
 
 
-class _Plain(Topology):
+def _plain(snap: Snapshot, pods: list[Pod]) -> Topology:
     """The reference: every group counted without the shared caches."""
-
-    def _count(self, group: topology.TopologyGroup) -> None:
-        self._count_plain(group)
+    topology.PLAIN_COUNTS = True
+    try:
+        return _topology(snap, pods)
+    finally:
+        topology.PLAIN_COUNTS = False
 
 
 def _web(name: str, node_name: str = "", **overrides: object) -> Pod:
@@ -97,10 +99,10 @@ def _state(topo: Topology) -> list[object]:
     return out
 
 
-def _topology(cls: type[Topology], snap: Snapshot, pods: list[Pod]) -> Topology:
+def _topology(snap: Snapshot, pods: list[Pod]) -> Topology:
     active = [n for n in snap.nodes if not n.marked_for_deletion and not (n.node and n.node.deleting)]
     active.sort(key=lambda n: (not n.initialized, n.name))
-    return cls(
+    return Topology(
         snapshot=snap,
         nodes=active,
         domain_groups=build_domain_groups(snap.node_pools, snap.instance_types),
@@ -134,9 +136,9 @@ def test_cached_counts_equal_plain_counts_across_the_solves_of_a_pass(warm: bool
         if not warm:
             topology._BOUND.clear()
             topology._VIEWS.clear()
-        cached = _topology(Topology, reduced, pods)
+        cached = _topology(reduced, pods)
         assert not cached._plain
-        assert _state(cached) == _state(_topology(_Plain, reduced, pods))
+        assert _state(cached) == _state(_plain(reduced, pods))
         compared += len(cached.groups)
     assert compared > 3 * len(_solves(snap))  # the spreads and affinities of the pending pods were counted
 
@@ -180,7 +182,7 @@ def test_counts_from_the_whole_snapshot_equal_plain_counts_of_the_reduced_one(wa
                 without=names,
             )
             assert shared._whole is not None
-            assert _sorted_state(shared) == _sorted_state(_topology(_Plain, reduced, pods)), sorted(names)
+            assert _sorted_state(shared) == _sorted_state(_plain(reduced, pods)), sorted(names)
             compared += len(shared.groups)
     assert compared > 3 * len(removals)
 
@@ -197,29 +199,29 @@ def test_the_whole_snapshot_count_is_not_used_where_names_repeat() -> None:
         whole=(_active(twice), twice.nodes),
     )
     assert topo._whole is None
-    assert _state(topo) == _state(_topology(_Plain, twice, _pending()))
+    assert _state(topo) == _state(_plain(twice, _pending()))
 
 
 def test_the_counts_read_what_the_cache_is_for() -> None:
     """The fixture exercises hostname fallback, node filters and moved pods (else the test proves little)."""
     snap = _snapshot()
-    topo = _topology(Topology, snap, _pending())
+    topo = _topology(snap, _pending())
     hostname_spreads = [g for g in topo.groups.values() if g.kind == topology.SPREAD and g.key == wk.HOSTNAME]
     honored = [g for g in hostname_spreads if g.node_filter.honor_taints and not g.node_filter.tolerations]
     assert honored and all("n2" not in g.domains and "n5" not in g.domains for g in honored)
     assert all(g.domains.get("n6") for g in hostname_spreads if not g.node_filter.terms[0])  # by name
     moved = [p for p in snap.pods if p.name in ("w0", "w1", "w3", "w4")]
     before = next(iter(topo.groups.values())).domains
-    after = next(iter(_topology(Topology, snap, [*_pending(), *moved]).groups.values())).domains
+    after = next(iter(_topology(snap, [*_pending(), *moved]).groups.values())).domains
     assert sum(before.values()) - sum(after.values()) == 4
 
 
 def test_repeated_node_names_take_the_plain_count() -> None:
     snap = _snapshot()
     twice = dataclasses.replace(snap, nodes=(*snap.nodes, snap.nodes[0]))
-    topo = _topology(Topology, twice, _pending())
+    topo = _topology(twice, _pending())
     assert topo._plain
-    assert _state(topo) == _state(_topology(_Plain, twice, _pending()))
+    assert _state(topo) == _state(_plain(twice, _pending()))
 
 
 def _reference(pods: tuple[tuple[str, str], ...], excluded: frozenset[str]) -> list[tuple[str, int]]:

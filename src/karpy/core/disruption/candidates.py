@@ -215,7 +215,7 @@ def node_facts(
         pods=tuple(f.pod for f in live),
         checks=tuple(checks),
         reschedulable=tuple(f.pod for f in moving),
-        reschedule_cost=1 + sum(max(0.0, f.eviction_cost) for f in moving),
+        reschedule_cost=1 + sum((max(0.0, f.eviction_cost) for f in moving), 0.0),  # (0.0: mypyc)
         eviction_cost=sum(f.eviction_cost for f in live),
     )
 
@@ -269,8 +269,10 @@ def build_classes(
     if facts is None:
         selected = limits.selected
 
-        def facts(node: StateNode) -> NodeFacts:
+        def fresh_facts(node: StateNode) -> NodeFacts:
             return node_facts(node, pod_facts, selected)
+
+        facts = fresh_facts  # (a nested def under the parameter's own name trips mypyc)
 
     graceful: list[Candidate] = []
     graceful_why: dict[str, str] = {}

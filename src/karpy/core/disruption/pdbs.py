@@ -13,7 +13,6 @@ namespaces and selectors do not, so :class:`Limits` takes an optional ``selected
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Iterable, Sequence
 
@@ -94,7 +93,7 @@ class Limits:
 
     def with_pods(self, removed: Iterable[Pod], added: Iterable[Pod]) -> Limits:
         """The limits of the same PDBs over the pods counted here, less ``removed``, plus ``added``."""
-        out = copy.copy(self)
+        out = Limits(self._pdbs, (), selected=self.selected)  # (no pods: the counts come next)
         out._expected = list(self._expected)
         out._healthy = list(self._healthy)
         out._count(removed, -1)

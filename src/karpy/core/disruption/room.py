@@ -36,11 +36,12 @@ import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from karpy.core.scheduling.cache import ObjectMemo
-from karpy.core.scheduling.existing import NodeBase, existing_places
+from karpy.core.scheduling.existing import existing_places
 from karpy.core.scheduling.podinfo import with_pod_slot
 from karpy.core.scheduling.results import StopWhen
 from karpy.core.snapshot import Snapshot
@@ -51,6 +52,20 @@ from karpy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint, Toleration, toler
 __all__ = ["Crowded", "Nowhere", "unplaceable"]
 
 _HARD = (NO_SCHEDULE, NO_EXECUTE)
+
+
+class OpenNode(Protocol):
+    """What the room check reads of an open node (the solver's
+    :class:`~karpy.core.scheduling.existing.NodeBase`)."""
+
+    @property
+    def available(self) -> Resources: ...
+
+    @property
+    def requests(self) -> Resources: ...
+
+    @property
+    def taints(self) -> tuple[Taint, ...]: ...
 
 
 def _refuses(taints: Sequence[Taint], tolerations: Sequence[Toleration]) -> bool:
@@ -137,13 +152,13 @@ class _Free:
     names: list[str]  # the row's node
     columns: dict[str, int]  # resource -> column
     free: np.ndarray  # int64 [rows, columns]
-    tainted: list[tuple[int, NodeBase]]  # rows of nodes with a NoSchedule or NoExecute taint
+    tainted: list[tuple[int, OpenNode]]  # rows of nodes with a NoSchedule or NoExecute taint
 
     @staticmethod
-    def of(open_nodes: Sequence[tuple[str, NodeBase]]) -> _Free:
+    def of(open_nodes: Sequence[tuple[str, OpenNode]]) -> _Free:
         names: list[str] = []
         rows: list[dict[str, int]] = []
-        tainted: list[tuple[int, NodeBase]] = []
+        tainted: list[tuple[int, OpenNode]] = []
         for name, base in open_nodes:
             free = _free(base)
             if free is None:
@@ -184,7 +199,7 @@ class _Free:
 
 @dataclass(slots=True)
 class _PassRoom:
-    open: list[tuple[str, NodeBase]]  # initialized active nodes outside their consolidateAfter window
+    open: list[tuple[str, OpenNode]]  # initialized active nodes outside their consolidateAfter window
     window: frozenset[str]  # active nodes inside it
     unready: frozenset[str]  # active nodes outside it that are not initialized
     names: frozenset[str]  # all active nodes
@@ -265,7 +280,7 @@ class _PassRoom:
         return found
 
 
-def _free(base: NodeBase) -> dict[str, int] | None:
+def _free(base: OpenNode) -> dict[str, int] | None:
     """What the node has left for pods, or None when its own overhead already overflows it (it
     then takes no pod: ``fits_with`` checks every resource the node's requests name)."""
     available = base.available
@@ -286,7 +301,7 @@ def _pass_room(snapshot: Snapshot) -> _PassRoom:
     inside = places.inside_windows(snapshot.node_pools, snapshot.now)
     # a moved pod placed on a node of this name is stranded (the test in consolidation.simulate)
     by_name = {n.name: n for n in snapshot.nodes}
-    open_nodes: list[tuple[str, NodeBase]] = []
+    open_nodes: list[tuple[str, OpenNode]] = []
     window: set[str] = set()
     unready: set[str] = set()
     for state, base, under in zip(places.active, places.bases, inside, strict=True):
@@ -301,6 +316,11 @@ def _pass_room(snapshot: Snapshot) -> _PassRoom:
     return _PassRoom(open_nodes, frozenset(window), frozenset(unready), names, pools)
 
 
+# when a list, every answer of :func:`unplaceable` is appended to it (tests and profiles: a
+# compiled core calls the function directly, so wrapping the module attribute would see nothing)
+OBSERVED: list[Nowhere | Crowded | None] | None = None
+
+
 def unplaceable(
     snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Sequence[Pod]], stop: StopWhen
 ) -> Nowhere | Crowded | None:
@@ -312,6 +332,15 @@ def unplaceable(
     What the check reads of a candidate's pods (:class:`_Moved`) is kept per tuple of pods (a
     candidate's own), so the next passes only look up the room; several candidates' reads are
     combined."""
+    found = _unplaceable(snapshot, chosen, moved, stop)
+    if OBSERVED is not None:
+        OBSERVED.append(found)
+    return found
+
+
+def _unplaceable(
+    snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Sequence[Pod]], stop: StopWhen
+) -> Nowhere | Crowded | None:
     room = _pass_room_of(snapshot)
     _bound_kinds()  # (never inside _moved: the tolerations indexes it groups by must stay apart)
     pools, stop_pools = snapshot.node_pools, stop.any_claim_of

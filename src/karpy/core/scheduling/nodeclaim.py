@@ -42,17 +42,18 @@ FAST_FILTER = True  # False: narrow options with the reference ``filter_instance
 class Unfit(Exception):
     """The pod cannot join this node or NodeClaim; the message says why (built lazily).
 
-    Raised about a million times in a busy hour, so the defaults are class attributes and only
-    other values are set (``BaseException.__new__`` already did the rest of the set-up)."""
+    Raised about a million times in a busy hour, so ``__init__`` only stores its arguments
+    (``BaseException.__new__`` already did the rest of the set-up). Every attribute is set there:
+    a class compiled by mypyc (``karpy.native``) has no class-level defaults for an exception."""
 
     # a topology failure: (key, node domains); any place with the same domains for that key
     # fails the same pod until a count changes
-    domains: tuple[str, Requirement] | None = None
+    domains: tuple[str, Requirement] | None
     # monotone: this place will reject every pod with the same signature (and, when
     # ``resources``, the same requests) for the rest of the solve: taints, host ports,
     # requirement conflicts, used resources and anti-affinity counts only tighten.
-    monotone: bool = False
-    resources: bool = False
+    monotone: bool
+    resources: bool
 
     def __init__(
         self,
@@ -63,12 +64,9 @@ class Unfit(Exception):
         domains: tuple[str, Requirement] | None = None,
     ) -> None:
         self._why = why
-        if domains is not None:
-            self.domains = domains
-        if monotone:
-            self.monotone = True
-        if resources:
-            self.resources = True
+        self.domains = domains
+        self.monotone = monotone
+        self.resources = resources
 
     def __str__(self) -> str:
         if callable(self._why):
