@@ -37,6 +37,7 @@ from typing import Any
 
 import yaml
 
+from karpy import native
 from karpy.sim import runner
 from karpy.sim import scenario as scenario_mod
 
@@ -276,6 +277,7 @@ def run(case: str, mode: str, *, until: float | None = None, progress: bool = Fa
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "figures": figures,
         "python": platform.python_version(),
+        "core": native.status().describe(),
         "machine": machine(),
         "date": datetime.date.today().isoformat(),
     }
@@ -346,7 +348,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = run(case, mode, until=until, progress=args.progress)
         reports.append(report)
         print(_row(report), flush=True)
-    print(f"\n{machine()}, Python {platform.python_version()}, {datetime.date.today().isoformat()}")
+    print(
+        f"\n{machine()}, Python {platform.python_version()}, core {native.status().describe()}, "
+        f"{datetime.date.today().isoformat()}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=2, sort_keys=True) + "\n")
     return 0

@@ -5,8 +5,12 @@ points re-exported here: :func:`solve` (one provisioning simulation over a snaps
 :func:`disrupt` (one disruption pass). Everything else is imported by module.
 """
 
-from karpy.core.disruption import compute as disrupt
-from karpy.core.scheduling import solve
+from karpy import native
+
+native.install()  # before the core loads: its compiled build runs only when it matches the source
+
+from karpy.core.disruption import compute as disrupt  # noqa: E402
+from karpy.core.scheduling import solve  # noqa: E402
 
 __all__ = ["__version__", "disrupt", "solve"]
 

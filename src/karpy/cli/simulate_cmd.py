@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from karpy import native
 from karpy.api import common
 from karpy.model.errors import InputError
 from karpy.sim import report as report_mod
@@ -70,7 +71,12 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 def _table(doc: dict[str, Any], walls: dict[str, float]) -> Table:
     runs = doc["runs"]
-    table = Table(title=f"karpy simulate — {doc['scenario']} (seed {doc['seed']})", title_justify="left")
+    table = Table(
+        title=f"karpy simulate — {doc['scenario']} (seed {doc['seed']})",
+        title_justify="left",
+        caption=f"core: {native.status().describe()}",
+        caption_justify="left",
+    )
     table.add_column("")
     for name in runs:
         table.add_column(name, justify="right")

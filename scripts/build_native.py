@@ -1,0 +1,108 @@
+"""Compile karpy's pure core (``karpy.model``, ``karpy.core``) with mypyc, in place.
+
+    python scripts/build_native.py           # build (about 3 minutes on 2 cores), write the manifest
+    python scripts/build_native.py --clean   # remove the extension modules and the manifest
+
+An extension module lands beside each source file under ``src/karpy/model`` and
+``src/karpy/core``; ``src/karpy/native.json`` records the SHA-256 of every source compiled.
+:mod:`karpy.native` runs the compiled modules only while every source still matches
+(otherwise the Python source, with a warning), so an edit never runs stale code. Needs mypy
+(which carries mypyc) and a C compiler. ``make native`` runs this when a source changed;
+``make demo``, ``make test`` and ``make bench`` depend on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+KARPY = SRC / "karpy"
+BUILD = ROOT / "build" / "native"
+
+# Only what mypyc's type analysis needs: the project's mypy settings (strict overrides for
+# other packages, the pydantic plugin) are for checking, not for compiling these two packages.
+_CONFIG = (
+    "[mypy]\npython_version = 3.11\nwarn_unused_configs = False\n"
+    "[mypy-scipy.*,croniter.*]\nignore_missing_imports = True\n"
+)
+
+
+def _native() -> object:
+    """karpy.native loaded by path: importing the karpy package would import the core itself."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_karpy_native_build", KARPY / "native.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def clean(native: object) -> int:
+    removed = 0
+    for path in native.extensions(KARPY):  # type: ignore[attr-defined]
+        path.unlink()
+        removed += 1
+    if (KARPY / "native.json").exists():
+        (KARPY / "native.json").unlink()
+    print(f"removed {removed} extension modules")
+    return 0
+
+
+def build(native: object) -> int:
+    from mypyc.build import mypycify
+    from setuptools import Distribution
+
+    clean(native)  # a half-built tree must not look built
+    paths = [p.relative_to(SRC).as_posix() for p in native.sources(KARPY)]  # type: ignore[attr-defined]
+    BUILD.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    previous = Path.cwd()
+    os.chdir(SRC)  # module names follow the paths given
+    try:
+        with tempfile.NamedTemporaryFile("w", suffix=".ini", delete=False) as config:
+            config.write(_CONFIG)
+        extensions = mypycify(
+            ["--config-file", config.name, *paths],
+            opt_level="3",
+            target_dir=str(BUILD / "c"),
+            group_name=native.GROUP,  # type: ignore[attr-defined]
+        )
+        dist = Distribution({"name": "karpy-native", "ext_modules": extensions})
+        command = dist.get_command_obj("build_ext")
+        command.inplace = True  # type: ignore[attr-defined]
+        command.build_temp = str(BUILD / "temp")  # type: ignore[attr-defined]
+        command.build_lib = str(BUILD / "lib")  # type: ignore[attr-defined]
+        dist.run_command("build_ext")
+    finally:
+        os.chdir(previous)
+        Path(config.name).unlink(missing_ok=True)
+    manifest = {"sources": native.digests(KARPY)}  # type: ignore[attr-defined]
+    (KARPY / "native.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    count = len(native.extensions(KARPY))  # type: ignore[attr-defined]
+    took = time.perf_counter() - began
+    print(f"compiled {len(paths)} modules into {count} extension modules in {took:.0f} s")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clean", action="store_true", help="remove the compiled modules and the manifest")
+    args = parser.parse_args(argv)
+    native = _native()
+    return clean(native) if args.clean else build(native)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
