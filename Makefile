@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
-# The pure core compiled with mypyc (scripts/build_native.py). NATIVE=0 skips the build;
-# KARPY_PURE=1 in the environment runs the Python source even when a build is there.
+# The pure core compiled with mypyc (scripts/build_native.py): built by `make native`, and by
+# test and bench (NATIVE=0 skips it); `make demo` runs without it unless built. KARPY_PURE=1 in
+# the environment runs the Python source even when a build is there.
 NATIVE ?= 1
 NATIVE_SOURCES := $(shell find src/karpy/model src/karpy/core -name '*.py') src/karpy/native.py scripts/build_native.py
 NATIVE_STAMP := $(if $(filter 1,$(NATIVE)),src/karpy/native.json,)
@@ -16,7 +17,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 venv: $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[native]'
+	$(BIN)/python -m pip install --quiet -e .
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
@@ -28,7 +29,7 @@ src/karpy/native.json: $(NATIVE_SOURCES) | $(BIN)/python
 
 native: src/karpy/native.json
 
-demo: venv $(NATIVE_STAMP)
+demo: venv
 	mkdir -p out
 	$(BIN)/karpy simulate examples/sim/hospital-booking-spikes.yaml --compare cluster-autoscaler --report out/hospital-report.html --json out/hospital.json
 

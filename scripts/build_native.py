@@ -8,7 +8,7 @@ An extension module lands beside each source file under ``src/karpy/model`` and
 :mod:`karpy.native` runs the compiled modules only while every source still matches
 (otherwise the Python source, with a warning), so an edit never runs stale code. Needs mypy
 (which carries mypyc) and a C compiler. ``make native`` runs this when a source changed;
-``make demo``, ``make test`` and ``make bench`` depend on it.
+``make test`` and ``make bench`` depend on it.
 """
 
 from __future__ import annotations

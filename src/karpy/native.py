@@ -1,6 +1,6 @@
 """Which build of the pure core runs: the mypyc-compiled modules or the Python source.
 
-``scripts/build_native.py`` (run by ``make demo``, ``make test`` and ``make bench``) compiles
+``scripts/build_native.py`` (``make native``; ``make test`` and ``make bench`` run it) compiles
 :mod:`karpy.model` and :mod:`karpy.core` (but :data:`INTERPRETED`) with mypyc, in place: an
 extension module beside each source file, which Python's importer prefers to the ``.py``. It
 also writes ``native.json`` beside this file: the SHA-256 of every source file it compiled.
