@@ -5,7 +5,7 @@
 extension module beside each source file, which Python's importer prefers to the ``.py``. It
 also writes ``native.json`` beside this file: the SHA-256 of every source file it compiled.
 The two builds give the same results (a test runs the small scenario both ways and compares
-the JSON); with the compiled core a simulation takes about a quarter less CPU
+the JSON); with the compiled core a simulation takes about a fifth less CPU
 (``docs/performance.md``).
 
 :func:`install`, called first by ``karpy/__init__.py``, decides before either package is
