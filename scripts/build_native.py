@@ -64,6 +64,8 @@ def build(native: object) -> int:
 
     clean(native)  # a half-built tree must not look built
     paths = [p.relative_to(SRC).as_posix() for p in native.sources(KARPY)]  # type: ignore[attr-defined]
+    # the digests of what is compiled, taken before: an edit during the build leaves it stale
+    manifest = {"sources": native.digests(KARPY)}  # type: ignore[attr-defined]
     BUILD.mkdir(parents=True, exist_ok=True)
     began = time.perf_counter()
     previous = Path.cwd()
@@ -86,7 +88,6 @@ def build(native: object) -> int:
     finally:
         os.chdir(previous)
         Path(config.name).unlink(missing_ok=True)
-    manifest = {"sources": native.digests(KARPY)}  # type: ignore[attr-defined]
     (KARPY / "native.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     count = len(native.extensions(KARPY))  # type: ignore[attr-defined]
     took = time.perf_counter() - began
