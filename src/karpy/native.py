@@ -71,11 +71,18 @@ class Status:
         return "compiled (mypyc)" if self.build == COMPILED else f"pure Python ({self.reason})"
 
 
+_OFF = Status(PURE, "KARPY_PURE is set")
+
+
+def _package_dir(root: Path, package: str) -> Path:
+    return root.joinpath(*package.split(".")[1:])  # (root is the karpy package's directory)
+
+
 def sources(root: Path = ROOT) -> list[Path]:
     """The source files compiled (those of both packages but :data:`INTERPRETED`), sorted."""
     out: list[Path] = []
     for package in PACKAGES:
-        found = sorted(root.joinpath(*package.split(".")[1:]).rglob("*.py"))
+        found = sorted(_package_dir(root, package).rglob("*.py"))
         out.extend(p for p in found if p.relative_to(root).as_posix() not in INTERPRETED)
     return out
 
@@ -93,8 +100,7 @@ def extensions(root: Path = ROOT) -> list[Path]:
     suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
     out = [p for p in sorted(root.parent.glob(GROUP + "__mypyc.*")) if p.name.endswith(suffixes)]
     for package in PACKAGES:
-        pkg = root.joinpath(*package.split(".")[1:])
-        out.extend(p for p in sorted(pkg.rglob("*")) if p.name.endswith(suffixes))
+        out.extend(p for p in sorted(_package_dir(root, package).rglob("*")) if p.name.endswith(suffixes))
     return out
 
 
@@ -107,7 +113,7 @@ def decide(
 ) -> Status:
     """Compiled only when not turned off, built, and every source still has its compiled digest."""
     if environ.get("KARPY_PURE", "") not in ("", "0"):
-        return Status(PURE, "KARPY_PURE is set")
+        return _OFF
     if not built:
         return Status(PURE, "not compiled: run `make native`")
     if manifest is None:
@@ -132,7 +138,10 @@ def _read_manifest(path: Path) -> dict[str, str] | None:
 
 def evaluate(environ: Mapping[str, str]) -> Status:
     """The build a process started now with ``environ`` would run (this tree, its manifest)."""
-    built = bool(extensions())
+    return _evaluate(environ, built=bool(extensions()))
+
+
+def _evaluate(environ: Mapping[str, str], *, built: bool) -> Status:
     return decide(
         built=built,
         manifest=_read_manifest(MANIFEST) if built else None,
@@ -169,11 +178,12 @@ def install(environ: Mapping[str, str] = os.environ) -> Status:
     """Decide the build once per process (before the packages load) and keep stale code out."""
     if _STATUS:
         return _STATUS[0]
-    found = evaluate(environ)
-    if found.build == PURE and extensions():
+    built = bool(extensions())
+    found = _evaluate(environ, built=built)
+    if found.build == PURE and built:
         if not any(isinstance(f, _SourceFirst) for f in sys.meta_path):
             sys.meta_path.insert(0, _SourceFirst())
-        if "KARPY_PURE" not in found.reason:
+        if found != _OFF:  # (asked for: no warning)
             _log.warning("karpy runs its core as pure Python: %s", found.reason)
     _STATUS.append(found)
     return found
