@@ -15,7 +15,8 @@ name, pods without a node, claims by providerID and by node name, Nodes by provi
 names of Nodes and NodeClaims being deleted, sorted keys) and a ``version`` bumped on every
 change. With these, :meth:`Cluster.state_nodes` costs
 O(nodes + claims) after a change; only the StateNodes concerned (and a tuple copy) when
-only bound pods, or NodeClaims keeping their providerID and nodeName, changed; and O(1)
+only bound pods, Nodes keeping their providerID, or NodeClaims keeping their providerID and
+nodeName changed; and O(1)
 when nothing that it reads changed. It hands back the *same* ``StateNode`` object for a
 node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
 cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, pods
@@ -84,11 +85,13 @@ class Cluster:
         self._nodes_key: tuple[int, float, float] = (-1, 0.0, 0.0)
         self._node_states: dict[str, StateNode] = {}  # node name -> its last StateNode
         self._claim_states: dict[str, StateNode] = {}  # unjoined claim name -> its last StateNode
-        # node names whose bound pods changed since ``_nodes_out`` was built, while only pods and
-        # NodeClaims that keep their providerID and nodeName did (``_claims_changed``: those); None
-        # after any other change to what state_nodes() reads
+        # node names whose bound pods changed since ``_nodes_out`` was built, while only pods,
+        # Nodes that keep their providerID (``_nodes_changed``: those) and NodeClaims that keep
+        # their providerID and nodeName (``_claims_changed``) did; None after any other change to
+        # what state_nodes() reads
         self._pods_moved: set[str] | None = None
         self._claims_changed: set[str] = set()
+        self._nodes_changed: set[str] = set()  # Nodes replaced keeping their providerID (and so their join)
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
@@ -219,7 +222,11 @@ class Cluster:
             if node.provider_id:
                 self._nodes_by_provider.setdefault(node.provider_id, set()).add(name)
         self._mark_deleting("nodes", name, not deleted and node.deleting)
-        self._pods_moved = None
+        same_join = not deleted and old is not None and old.provider_id == node.provider_id
+        if same_join and self._pods_moved is not None:
+            self._nodes_changed.add(name)  # only its StateNode changes
+        else:
+            self._pods_moved = None
         self._changed("nodes", state=True)
 
     def _put_claim(self, name: str, claim: NodeClaim, deleted: bool) -> None:
@@ -487,15 +494,23 @@ class Cluster:
         self._claim_positions = claim_positions
         self._pods_moved = set()
         self._claims_changed.clear()
+        self._nodes_changed.clear()
         return result
 
     def _repod(self, lo: float, hi: float) -> tuple[StateNode, ...]:
-        """``_nodes_out`` after only bound pods and NodeClaims keeping their joins changed: the
-        StateNodes of those node names and those claims anew."""
+        """``_nodes_out`` after only bound pods, and Nodes and NodeClaims keeping their joins,
+        changed: the StateNodes of those node names, Nodes and claims anew."""
         moved = self._pods_moved
         assert moved is not None
         out = list(self._nodes_out)
         changed = False
+        for name in self._nodes_changed:
+            node = self.nodes[name]
+            for i in self._positions.get(name, ()):
+                old = out[i]
+                if old.node is not None and old.node is not node:  # (the other places: unjoined claims)
+                    self._replace(out, i, node, old.claim, old.pods)
+                    changed = True
         for name in moved:
             places = self._positions.get(name)
             if not places:
@@ -518,6 +533,7 @@ class Cluster:
         self._nodes_key = (self._state_version, lo, hi)
         moved.clear()
         self._claims_changed.clear()
+        self._nodes_changed.clear()
         return self._nodes_out
 
     def _replace(

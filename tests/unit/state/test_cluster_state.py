@@ -248,6 +248,22 @@ def test_a_bind_or_unbind_replaces_only_that_nodes_state() -> None:
     assert [p.name for p in by_name(cluster.state_nodes(0.0))["n1"].pods] == ["a", "b", "c"]
 
 
+def test_a_node_update_keeping_its_provider_id_replaces_only_that_nodes_state() -> None:
+    cluster = make_cluster()
+    before = by_name(cluster.state_nodes(0.0))
+    tainted = builders.node("n1", provider_id="p-n1", labels={"gen": "2"})
+    cluster.apply(ObjectEvent(MODIFIED, tainted))
+    cluster.apply(ObjectEvent.added(builders.pod("b", node_name="n1")))  # and a pod on it
+    after = by_name(cluster.state_nodes(0.0))
+    assert after["n1"].node is tainted and after["n1"].claim is before["n1"].claim
+    assert [p.name for p in after["n1"].pods] == ["a", "b"]
+    assert after["n2"] is before["n2"] and after["inflight"] is before["inflight"]
+    assert cluster.state_nodes(0.0) == reference_state_nodes(cluster, 0.0)
+    # a new providerID may change the join: the state is built anew, and still right
+    cluster.apply(ObjectEvent(MODIFIED, builders.node("n2", provider_id="p-n1")))
+    assert cluster.state_nodes(0.0) == reference_state_nodes(cluster, 0.0)
+
+
 def test_node_claim_and_mark_changes_replace_the_state() -> None:
     cluster = make_cluster()
     before = by_name(cluster.state_nodes(0.0))
