@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from harness import World
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import builders
 from karpy.api import encode
 from karpy.controllers.nodeclaim_status import CONSOLIDATABLE, REQUEUE_SECONDS, NodeClaimStatus
+from karpy.model import errors
 from karpy.model.objects import NodeClassRef
 from karpy.state.events import ObjectEvent
 
@@ -218,3 +222,85 @@ def test_a_pod_starting_to_terminate_is_a_pod_event_after_quiet_passes() -> None
     world.kube.update(pod)  # same pods on the node, one of them now terminating
     status.reconcile()
     assert last_event(world) == world.loop.now
+
+
+def test_a_node_pool_consolidate_after_change_judges_every_claim_again_a_status_write_nothing() -> None:
+    world, _ = make_world(raw_pool(consolidate_after="1h"))
+    t0 = world.loop.now
+    world.loop.run(until=t0 + 100)
+    assert consolidatable(world) is None
+    calls = len(world.kube.calls)
+    world.kube.patch("NodePool", "default", {"status": {"nodes": 2}})
+    world.loop.run(until=t0 + 200)
+    assert [c for c in world.kube.calls[calls:] if c[1] == "NodeClaim"] == []  # nothing to write
+    world.kube.patch("NodePool", "default", {"spec": {"disruption": {"consolidateAfter": "30s"}}})
+    world.loop.run(until=t0 + 201)
+    assert consolidatable(world) is not None and consolidatable(world, "n2-claim") is not None
+    world.kube.patch("NodePool", "default", {"spec": {"disruption": {"consolidateAfter": "Never"}}})
+    world.loop.run(until=t0 + 202)
+    assert consolidatable(world) is None and consolidatable(world, "n2-claim") is None
+
+
+# -- the passes that look only at what changed write what a sweep over every claim writes -------
+_NODES = ("n1", "n2", "n3")
+_action = st.one_of(
+    st.tuples(st.just("bind"), st.integers(0, 5), st.sampled_from(_NODES)),
+    st.tuples(st.just("delete"), st.integers(0, 5)),
+    st.tuples(st.just("finish"), st.integers(0, 5)),
+    st.tuples(st.just("pool-status"), st.integers(0, 9)),
+    st.tuples(st.just("pool-after"), st.sampled_from(["20s", "45s", "Never"])),
+    st.tuples(st.just("add-node"), st.sampled_from(("n3", "n4"))),
+    st.tuples(st.just("delete-claim"), st.sampled_from(("n2-claim", "n3-claim"))),
+    st.tuples(st.just("fail-next-patch")),
+)
+# each step: a wait, then one to three actions at the same instant (one pass sees them all)
+_steps = st.lists(
+    st.tuples(st.sampled_from([0.5, 1.0, 5.0, 12.0, 31.0]), st.lists(_action, min_size=1, max_size=3)),
+    min_size=3,
+    max_size=20,
+)
+
+
+def _replay(steps: list[tuple[float, list[tuple[Any, ...]]]], *, sweep: bool) -> tuple[list[Any], Any]:
+    world, status = make_world()
+    if sweep:
+        status._changed = lambda *_args: None  # type: ignore[method-assign]
+    t = world.loop.now
+    for wait, actions in steps:
+        t += wait
+        at(world, t, lambda actions=actions: [_act(world, action) for action in actions])
+    world.loop.run(until=t + 120)
+    claims = {c["metadata"]["name"]: c.get("status") for c in world.kube.objects("NodeClaim")}
+    return [c for c in world.kube.calls if c[1] == "NodeClaim"], claims
+
+
+def _act(world: World, action: tuple[Any, ...]) -> None:
+    kind, kube = action[0], world.kube
+    with contextlib.suppress(errors.KubeError):
+        if kind == "bind":
+            name = f"p{action[1]}"
+            if not kube.exists("Pod", name, "default"):
+                world.apply(raw_pod(name))
+            if action[2] in world.cluster.nodes:
+                kube.bind(name, "default", action[2])
+        elif kind == "delete":
+            kube.delete("Pod", f"p{action[1]}", "default")
+        elif kind == "finish":
+            kube.patch("Pod", f"p{action[1]}", {"status": {"phase": "Succeeded"}}, "default")
+        elif kind == "pool-status":
+            kube.patch("NodePool", "default", {"status": {"nodes": action[1]}})
+        elif kind == "pool-after":
+            kube.patch("NodePool", "default", {"spec": {"disruption": {"consolidateAfter": action[1]}}})
+        elif kind == "add-node":
+            if not kube.exists("NodeClaim", f"{action[1]}-claim"):
+                add_node(world, action[1])
+        elif kind == "delete-claim":
+            kube.delete("NodeClaim", action[1])
+        else:  # the controller's next status write fails: it must retry
+            kube.fail_next("patch", "NodeClaim", errors.Conflict("injected"))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_steps)
+def test_passes_over_what_changed_write_what_sweeps_write(steps: list[tuple[float, list[Any]]]) -> None:
+    assert _replay(steps, sweep=False) == _replay(steps, sweep=True)

@@ -19,20 +19,28 @@ Writes are JSON merge patches of ``status`` (the conditions list is rebuilt from
 
 A claim's pod signature is recomputed only when its StateNode holds a different tuple of
 pods (the cluster hands back the same tuple while the node's pods are unchanged). A claim a
-pass had nothing to write for is skipped while its claim, pods and NodePool objects are the
-same ones and its Consolidatable condition could not have flipped yet.
+pass had nothing to write for is skipped while its claim and pods objects are the same ones,
+its NodePool's ``consolidateAfter`` (all it reads of the NodePool: a NodePool status write
+changes nothing here) is the same, and its Consolidatable condition could not have flipped
+yet. Such a claim is not even looked at: a pass compares the cluster's StateNodes with the
+last pass's by identity and visits only the replaced ones, the claims it wrote for (or must
+retry) last time and those whose flip time came; anything else (a node or claim come, gone
+or moved, a NodePool's ``consolidateAfter`` changed) makes it a sweep over every claim.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
+import operator
 from typing import Any
 
 from karpy.api import encode
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core import lifecycle
+from karpy.core.snapshot import StateNode
 from karpy.model import errors
 from karpy.model.objects import NodeClaim, NodePool, Pod
 from karpy.state.events import DELETED, ObjectEvent
@@ -45,10 +53,19 @@ REQUEUE_SECONDS = 300.0
 RETRY_SECONDS = 1.0
 
 _PodSig = frozenset[tuple[str, str, bool, bool]]
+_PoolReads = tuple[float | None]  # what a claim's status reads of its NodePool: consolidateAfter
 
 
 def _signature(pods: tuple[Pod, ...]) -> _PodSig:
     return frozenset((p.key, p.uid, p.is_terminal(), p.deleting) for p in pods)
+
+
+def _claim_name(state: StateNode) -> str | None:
+    return state.claim.name if state.claim is not None else None
+
+
+def _alive(state: StateNode) -> bool:
+    return state.claim is not None and not state.claim.deleting
 
 
 class NodeClaimStatus:
@@ -59,10 +76,16 @@ class NodeClaimStatus:
         self._started = ctx.now()
         self._seen: dict[str, _PodSig] = {}
         self._signatures: dict[str, tuple[tuple[Pod, ...], _PodSig]] = {}  # claim -> (pods, signature)
-        # claim -> (claim, pods, NodePool, due) of a pass that had nothing to write for it: while
-        # the same three objects come back before ``due`` (when Consolidatable could flip), the
-        # claim has nothing to write again and is skipped
-        self._quiet: dict[str, tuple[NodeClaim, tuple[Pod, ...], NodePool | None, float]] = {}
+        # claim -> (claim, pods, NodePool reads, due) of a pass that had nothing to write for it:
+        # while the same claim and pods objects and equal reads come back before ``due`` (when
+        # Consolidatable could flip), the claim has nothing to write again and is skipped
+        self._quiet: dict[str, tuple[NodeClaim, tuple[Pod, ...], _PoolReads | None, float]] = {}
+        self._loud: set[str] = set()  # claims a pass wrote for (or must retry): looked at next pass
+        # what the last pass read: the StateNodes, each NodePool's reads, and (after a sweep that
+        # found each claim at one place) every claim's place; see ``_changed``
+        self._states: tuple[StateNode, ...] = ()
+        self._pools_seen: dict[str, _PoolReads] = {}
+        self._positions: dict[str, int] | None = None
 
     def on_event(self, event: ObjectEvent) -> bool:
         """True for the events that may change a claim's pod events or Consolidatable."""
@@ -76,23 +99,36 @@ class NodeClaimStatus:
         now = ctx.now()
         cluster = ctx.cluster
         next_flip = REQUEUE_SECONDS
+        states = cluster.state_nodes(now)
+        pools = {name: (pool.disruption.consolidate_after,) for name, pool in cluster.node_pools.items()}
+        visit = self._changed(states, pools, now)
+        sweep = visit is None
         alive: set[str] = set()
-        for state in cluster.state_nodes(now):
+        positions: dict[str, int] = {}
+        for i in range(len(states)) if visit is None else visit:
+            state = states[i]
             claim = state.claim
-            if claim is None or claim.deleting:
+            if claim is None:
                 continue
-            alive.add(claim.name)
+            if claim.deleting:
+                if not sweep:  # (a sweep forgets it with every other claim not alive, below)
+                    self._forget(claim.name)
+                continue
+            if sweep:
+                alive.add(claim.name)
+                positions[claim.name] = i
+            self._loud.discard(claim.name)
             pool = cluster.node_pools.get(claim.node_pool)
+            reads = pools.get(claim.node_pool)
             quiet = self._quiet.pop(claim.name, None)
             if (
                 quiet is not None
                 and quiet[0] is claim
                 and quiet[1] is state.pods
-                and quiet[2] is pool
+                and quiet[2] == reads
                 and now < quiet[3]
             ):
                 self._quiet[claim.name] = quiet  # nothing it reads has changed: nothing to write
-                next_flip = min(next_flip, quiet[3] - now)
                 continue
             status: dict[str, Any] = {}
             cached = self._signatures.get(claim.name)
@@ -115,21 +151,61 @@ class NodeClaimStatus:
             if pool is not None:
                 conditions, flips_at = self._consolidatable(pool, claim, now)
                 if flips_at is not None:
-                    next_flip = min(next_flip, flips_at - now)
                     due = flips_at
             if status or conditions is not None:
+                self._loud.add(claim.name)  # looked at again by the next pass, whatever changed
+                if due < math.inf:
+                    next_flip = min(next_flip, due - now)
                 if not self._write(claim.name, status, conditions, now):
                     self._seen[claim.name] = seen  # retry the pod event with the next pass
                     next_flip = min(next_flip, RETRY_SECONDS)
             else:
-                self._quiet[claim.name] = (claim, state.pods, pool, due)  # (not replaced: no status)
-        for name in [n for n in self._seen if n not in alive]:
-            del self._seen[name]
-        for name in [n for n in self._signatures if n not in alive]:
-            del self._signatures[name]
-        for name in [n for n in self._quiet if n not in alive]:
-            del self._quiet[name]
+                self._quiet[claim.name] = (claim, state.pods, reads, due)  # (not replaced: no status)
+        if sweep:
+            for store in (self._seen, self._signatures, self._quiet):
+                for name in [n for n in store if n not in alive]:
+                    del store[name]
+            self._loud &= alive
+            # a claim at two places (two Nodes with its providerID) is looked at twice per sweep:
+            # only a sweep does that again
+            self._positions = positions if len(positions) == sum(1 for s in states if _alive(s)) else None
+        self._states = states
+        if self._quiet:
+            next_flip = min(next_flip, min(q[3] for q in self._quiet.values()) - now)
         return Result(requeue_after=max(0.0, next_flip))
+
+    def _changed(
+        self, states: tuple[StateNode, ...], pools: dict[str, _PoolReads], now: float
+    ) -> list[int] | None:
+        """The places in ``states`` a pass must look at, in order, or None for all of them.
+
+        A pass skips a claim with a quiet entry while its claim and pods objects and NodePool
+        reads are the ones the entry holds and its due time is ahead: with the same NodePool
+        reads and the StateNodes at the same places, only the replaced StateNodes, the claims
+        written (or to retry) last pass and the claims whose due time came can have anything to
+        do. Any other change (a NodePool's reads, a node or claim come, gone or moved) makes the
+        pass a sweep.
+        """
+        previous, positions = self._states, self._positions
+        if positions is None or pools != self._pools_seen or len(states) != len(previous):
+            self._pools_seen = pools
+            return None
+        places = set(itertools.compress(range(len(states)), map(operator.is_not, states, previous)))
+        for i in places:
+            new, old = states[i], previous[i]
+            if new.name != old.name or _claim_name(new) != _claim_name(old):
+                return None
+        for name in self._loud:
+            places.add(positions[name])
+        for name, quiet in self._quiet.items():
+            if quiet[3] <= now:
+                places.add(positions[name])
+        return sorted(places)
+
+    def _forget(self, name: str) -> None:
+        for store in (self._seen, self._signatures, self._quiet):
+            store.pop(name, None)
+        self._loud.discard(name)
 
     def _consolidatable(
         self, pool: NodePool, claim: NodeClaim, now: float
