@@ -330,6 +330,15 @@ class Cluster:
             self._claim_names = tuple(sorted(self.claims))
         return self._claim_names
 
+    def claims_in_order(self) -> tuple[NodeClaim, ...]:
+        """The NodeClaims in the order of :meth:`claim_names`: one tuple while ``claims`` is unchanged
+        (compare it with an earlier one by identity, entry by entry, to find the claims replaced)."""
+        return self._sorted_values("claims", self.claims, "claims-in-order", self.claim_names)
+
+    def nodes_in_order(self) -> tuple[Node, ...]:
+        """The Nodes in the order of :meth:`node_names`: one tuple while ``nodes`` is unchanged."""
+        return self._sorted_values("nodes", self.nodes, "nodes-in-order", self.node_names)
+
     def deleting_node_names(self) -> tuple[str, ...]:
         """The names of the Nodes being deleted, sorted: one tuple, the same until that set changes."""
         return self._deleting_sorted("nodes")
@@ -548,16 +557,22 @@ class Cluster:
             assert state.claim is not None
             self._claim_states[state.claim.name] = state
 
-    def _sorted_values(self, store: str, values: dict[str, Any], name: str = "") -> tuple[Any, ...]:
-        """``values`` by key, one cached tuple (under ``name``, default the store's) while the
-        store is unchanged."""
+    def _sorted_values(
+        self,
+        store: str,
+        values: dict[str, Any],
+        name: str = "",
+        keys: Callable[[], Iterable[str]] | None = None,
+    ) -> tuple[Any, ...]:
+        """``values`` by key (``keys()``: the sorted keys, when at hand), one cached tuple (under
+        ``name``, default the store's) while the store is unchanged."""
         name = name or store
         version = self._store_versions.get(store, 0)
         cached = self._sorted.get(name)
         if cached is not None and cached[0] == version:
             return cached[1]
-        keys = self._pod_keys if name == "pods" else sorted(values)
-        out = tuple(map(values.__getitem__, keys))
+        order = self._pod_keys if name == "pods" else sorted(values) if keys is None else keys()
+        out = tuple(map(values.__getitem__, order))
         self._sorted[name] = (version, out)
         return out
 
