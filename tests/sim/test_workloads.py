@@ -15,7 +15,7 @@ from karpy.adapters.memory import MemoryKube
 from karpy.api import encode
 from karpy.runtime.loop import Loop, LoopClock
 from karpy.sim.binder import Binder
-from karpy.sim.workloads import Workloads, template_hash
+from karpy.sim.workloads import DEPLOYMENT, Workloads, _Counts, template_hash
 from karpy.state.cluster import Cluster
 from karpy.state.feed import Feed
 
@@ -254,7 +254,14 @@ def test_job_pod_evicted_before_completion_is_replaced() -> None:
 
 
 class _WalkingWorkloads(Workloads):
-    """The reference: garbage collection walks every pod of every workload."""
+    """The reference: garbage collection walks every pod of every workload, and so does each count
+    of a Deployment's pods."""
+
+    @staticmethod
+    def _counts(wl: Any) -> Any:
+        active = [p for p in wl.pods.values() if p.active]
+        new = sum(1 for p in active if p.hash == wl.hash)
+        return _Counts(len(active), new, len(active) - new, sum(1 for p in active if p.ready))
 
     def _stranded(self) -> dict[tuple[str, str, str], list[Any]]:
         self._gone = set()
@@ -278,6 +285,12 @@ def _run_ops(workloads_type: type[Workloads], ops: list[tuple[str, int]]) -> lis
             kube.delete("Node", name)
         elif op == "scale":
             workloads.set_deployment(f"app{arg % 2}", NS, template=template(f"app{arg % 2}"), replicas=arg)
+        elif op == "rollout" and (DEPLOYMENT, NS, f"app{arg % 2}") in workloads._workloads:
+            workloads.rollout(f"app{arg % 2}", NS, template=template(f"app{arg % 2}", image=f"v{arg}"))
+        elif op == "evict":
+            pods = sorted(p["metadata"]["name"] for p in kube.objects("Pod"))
+            if pods:
+                kube.delete("Pod", pods[arg % len(pods)], NS)
         now += 1 + arg % 4
         loop.run(now)
     loop.run(now + 30)
@@ -288,8 +301,13 @@ def _run_ops(workloads_type: type[Workloads], ops: list[tuple[str, int]]) -> lis
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["node", "drop", "scale"]), st.integers(0, 7)), max_size=25))
-def test_garbage_collection_by_node_deletes_what_a_walk_over_every_pod_deletes(
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["node", "drop", "scale", "rollout", "evict"]), st.integers(0, 7)),
+        max_size=25,
+    )
+)
+def test_garbage_collection_and_counts_kept_as_pods_change_act_as_walks_over_every_pod(
     ops: list[tuple[str, int]],
 ) -> None:
     assert _run_ops(Workloads, ops) == _run_ops(_WalkingWorkloads, ops)

@@ -20,7 +20,9 @@ garbage-collection controllers and the kubelet would:
 ``reconcile()`` is a loop task (registered on construction, woken by watch events). It syncs
 only the workloads whose desired state or pods' status changed since their last sync began
 (the sync of any other would do nothing: it reads nothing else), and looks for pods of gone
-Nodes only after a Node was deleted. The start and completion of pods are one-shot loop
+Nodes only after a Node was deleted. A Deployment's counts of active, current-template and
+ready pods are kept as its pods come, change and go (counted again after a template change),
+not walked for each sync. The start and completion of pods are one-shot loop
 callbacks. Used by the simulator and by
 controller tests; deterministic (names from counters, iteration in sorted order).
 """
@@ -155,10 +157,31 @@ class _Workload:
     completed: float | None = None
     next_index: int = 0
     pods: dict[str, _Pod] = field(default_factory=dict)
+    # the active pods, those of the ``counted`` template hash and the ready ones, kept as pods
+    # come, change and go (see ``tally``); counted again when the template hash moves on
+    counted: str = ""
+    active: int = 0
+    new: int = 0
+    ready: int = 0
 
     @property
     def key(self) -> tuple[str, str, str]:
         return (self.kind, self.namespace, self.name)
+
+    def tally(self, pod: _Pod, sign: int) -> None:
+        """Add (+1) or take out (-1) a pod's part of the counts."""
+        if pod.active:
+            self.active += sign
+            self.new += sign if pod.hash == self.counted else 0
+            self.ready += sign if pod.ready else 0
+
+    def counts(self) -> _Counts:
+        """The active pods: all, of the current template, of older ones, ready ones."""
+        if self.counted != self.hash:
+            self.counted, self.active, self.new, self.ready = self.hash, 0, 0, 0
+            for pod in self.pods.values():
+                self.tally(pod, +1)
+        return _Counts(self.active, self.new, self.active - self.new, self.ready)
 
     def fenceposts(self) -> tuple[int, int]:
         """maxSurge (rounded up) and maxUnavailable (rounded down); both zero means one unavailable."""
@@ -310,6 +333,11 @@ class Workloads:
                 self._sync_job(wl)
         return Result(None)
 
+    @staticmethod
+    def _counts(wl: _Workload) -> _Counts:
+        """What the Deployment sync compares (kept as pods change, not a walk over them)."""
+        return wl.counts()
+
     def _stranded(self) -> dict[tuple[str, str, str], list[_Pod]]:
         """Per workload, its active pods bound to a node that is gone (what a walk over every
         pod would find: a pod's node is set once, and only on those nodes can it be gone)."""
@@ -335,17 +363,17 @@ class Workloads:
             if old:
                 return  # new pods only once every old one is gone
         surge, unavailable = wl.fenceposts() if not wl.recreate else (0, wl.replicas)
-        counts = _counts(wl)
+        counts = self._counts(wl)
         wanted = min(wl.replicas - counts.new, wl.replicas + surge - counts.active)
         for _ in range(wanted):
             self._create(wl)
         if wanted > 0:
-            counts = _counts(wl)
+            counts = self._counts(wl)
         if counts.new > wl.replicas:
             new = [p for p in active() if p.hash == wl.hash]
             for pod in new[: len(new) - wl.replicas]:
                 self._delete(wl, pod)
-            counts = _counts(wl)
+            counts = self._counts(wl)
         if not counts.old:
             return
         ready = counts.ready
@@ -397,12 +425,13 @@ class Workloads:
             "status": {"phase": "Pending"},
         }
         key = (wl.namespace, name)
-        wl.pods[name] = _Pod(name, wl.hash, index, self._clock.now())
+        pod = wl.pods[name] = _Pod(name, wl.hash, index, self._clock.now())
+        wl.tally(pod, +1)
         self._owned[key] = wl
         try:
             self._kube.create(raw)
         except errors.AlreadyExists:
-            wl.pods.pop(name, None)
+            wl.tally(wl.pods.pop(name), -1)
             self._owned.pop(key, None)
             self._dirty.add(wl.key)  # the next reconcile tries again
             return
@@ -438,6 +467,8 @@ class Workloads:
             return
         if event.type == "DELETED":
             gone = wl.pods.pop(key[1], None)
+            if gone is not None:
+                wl.tally(gone, -1)
             if gone is not None and gone.node:
                 on_node = self._on_node.get(gone.node)
                 if on_node is not None:
@@ -452,10 +483,12 @@ class Workloads:
             return
         status = event.obj.get("status") or {}
         before = (pod.phase, pod.ready, pod.deleting)
+        wl.tally(pod, -1)
         pod.uid = meta.get("uid", "")
         pod.phase = status.get("phase") or "Pending"
         pod.ready = _ready(status)
         pod.deleting = bool(meta.get("deletionTimestamp"))
+        wl.tally(pod, +1)
         node = (event.obj.get("spec") or {}).get("nodeName") or ""
         if node and not pod.node:
             pod.node, pod.bound = node, self._clock.now()
@@ -517,14 +550,3 @@ class Workloads:
                 "Pod", pod.name, {"status": {"phase": "Succeeded", "conditions": conditions}}, wl.namespace
             )
             wl.succeeded += 1
-
-
-def _counts(wl: _Workload) -> _Counts:
-    """One walk over the workload's pods (what the Deployment sync compares, without sorting)."""
-    active = new = ready = 0
-    for p in wl.pods.values():
-        if p.active:
-            active += 1
-            new += p.hash == wl.hash
-            ready += p.ready
-    return _Counts(active, new, active - new, ready)
