@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from harness import World
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_orchestration import (
     DISRUPTED,
     T0,
@@ -23,9 +25,11 @@ from test_orchestration import (
     tainted,
 )
 
+import builders
 from karpy.controllers import disruption, orchestration
 from karpy.model import labels as wk
 from karpy.model.objects import Condition
+from karpy.state.events import DELETED, MODIFIED, ObjectEvent
 
 
 def _world(**pool: Any) -> tuple[World, disruption.Disruption, orchestration.Orchestrator]:
@@ -228,3 +232,94 @@ def test_blocked_node_gets_one_disruption_blocked_event() -> None:
     assert [(e.name, e.message) for e in blocked] == [
         ("pinned", "node annotated karpenter.sh/do-not-disrupt=true")
     ]
+
+
+# -- the nodes a pass checks for stale marks: kept from pass to pass, as a walk over every node finds
+_NAMES = ("a", "b", "c")
+_REASON = Condition(orchestration.DISRUPTION_REASON, "True", "Drifted", last_transition=T0)
+_bools = st.booleans()
+_ops = st.one_of(
+    st.tuples(
+        st.just("node"),
+        st.sampled_from(_NAMES),
+        st.sampled_from(["", "p-a", "p-b"]),
+        st.booleans(),
+        st.booleans(),
+    ),
+    st.tuples(
+        st.just("claim"),
+        st.sampled_from(_NAMES),
+        st.sampled_from(["", "p-a", "p-b", "p-c"]),
+        st.sampled_from(["", *_NAMES]),
+        st.booleans(),
+        st.booleans(),
+    ),
+    st.tuples(st.just("pod"), st.sampled_from(_NAMES), st.integers(0, 3)),
+    # the marks alone change, the joins stay: only those StateNodes are replaced
+    st.tuples(st.just("taint"), st.sampled_from(_NAMES), _bools),
+    st.tuples(st.just("taint"), st.sampled_from(_NAMES), _bools),
+    st.tuples(st.just("reason"), st.sampled_from(_NAMES), _bools),
+    st.tuples(st.just("reason"), st.sampled_from(_NAMES), _bools),
+)
+
+
+def _walk(cluster: Any) -> list[str]:
+    """What a walk over every Node finds: the disrupted taint, or a DisruptionReason on its claim."""
+    out = []
+    for name in cluster.node_names():
+        node = cluster.nodes[name]
+        claim = cluster.claim_for_node(node, last=True)
+        if claim is None:
+            continue
+        if any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints) or claim.condition(
+            orchestration.DISRUPTION_REASON
+        ):
+            out.append(name)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_ops, min_size=1, max_size=40), st.integers(1, 6))
+def test_the_marked_nodes_kept_between_passes_are_those_a_walk_finds(
+    ops: list[tuple[Any, ...]], every: int
+) -> None:
+    world, ctrl, _ = _world()
+    cluster = world.cluster
+    for name in _NAMES:  # three joined pairs to start from
+        cluster.apply(ObjectEvent(MODIFIED, builders.node(name, provider_id=f"p-{name}")))
+        cluster.apply(ObjectEvent(MODIFIED, builders.node_claim(f"{name}-claim", provider_id=f"p-{name}")))
+    for step, op in enumerate(ops):
+        if op[0] == "node":
+            _, name, provider_id, taint, delete = op
+            taints = (DISRUPTED,) if taint else ()
+            node = builders.node(name, provider_id=provider_id, taints=taints, labels={"step": str(step)})
+            cluster.apply(ObjectEvent(DELETED if delete else MODIFIED, node))
+        elif op[0] == "claim":
+            _, name, provider_id, node_name, reason, delete = op
+            claim = builders.node_claim(
+                f"{name}-claim",
+                provider_id=provider_id,
+                node_name=node_name,
+                conditions=(_REASON,) if reason else (),
+                created=float(step),
+            )
+            cluster.apply(ObjectEvent(DELETED if delete else MODIFIED, claim))
+        elif op[0] == "taint":
+            _, name, taint = op
+            if name in cluster.nodes:
+                node = builders.replace(cluster.nodes[name], taints=(DISRUPTED,) if taint else ())
+                cluster.apply(ObjectEvent(MODIFIED, node))
+        elif op[0] == "reason":
+            _, name, reason = op
+            if f"{name}-claim" in cluster.claims:
+                old = cluster.claims[f"{name}-claim"]
+                kept = tuple(c for c in old.conditions if c.type != orchestration.DISRUPTION_REASON)
+                claim = builders.replace(old, conditions=(*kept, _REASON) if reason else kept)
+                cluster.apply(ObjectEvent(MODIFIED, claim))
+        else:
+            _, name, index = op
+            pod = builders.pod(f"p{index}", node_name=name, created=float(step))
+            cluster.apply(ObjectEvent(MODIFIED, pod))
+        if step % every == 0:  # (changes pile up between two passes)
+            assert ctrl._flagged(cluster.state_nodes(T0)) == _walk(cluster)
+    assert ctrl._flagged(cluster.state_nodes(T0)) == _walk(cluster)

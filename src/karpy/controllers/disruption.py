@@ -5,6 +5,8 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
 
 - A pass first strips a stale ``karpenter.sh/disrupted`` taint and ``DisruptionReason``
   condition from managed nodes that are neither queued nor being deleted (crash recovery).
+  The names of the nodes carrying either mark are kept from pass to pass and judged again
+  only for the StateNodes replaced since (all of them when nodes or claims come, go or move).
 - Facts of a pass that do not depend on the time (per Pod, node, NodePool) are kept in a
   :class:`~karpy.core.disruption.Memo` from pass to pass.
 - Passes are skipped while the cluster state is unchanged since a pass that found nothing
@@ -30,6 +32,9 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from karpy.controllers import orchestration
@@ -37,9 +42,9 @@ from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core import disruption as core
 from karpy.core import lifecycle
-from karpy.core.snapshot import Snapshot
+from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
-from karpy.model.objects import Pod
+from karpy.model.objects import Node, NodeClaim, Pod
 from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["FORCE_SECONDS", "PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
@@ -78,6 +83,9 @@ class Disruption:
         self._blocked: dict[tuple[str, str, str], str] = {}  # (kind, name, topic) -> last message
         self.memo = core.Memo()  # now-independent facts carried from pass to pass
         self._pod_marks: dict[str, tuple[object, ...]] = {}  # what on_event compares, per pod
+        # the StateNodes of the last pass and the names of those with a disruption mark (see _flagged)
+        self._states: tuple[StateNode, ...] = ()
+        self._stale: set[str] = set()
 
     def mark_dirty(self) -> None:
         """The cluster state changed: the next pass computes again."""
@@ -199,15 +207,15 @@ class Disruption:
     # -- crash recovery and events -----------------------------------------------------------
     def _strip_stale(self) -> None:
         cluster = self.ctx.cluster
-        for name in cluster.node_names():
-            node = cluster.nodes[name]
-            claim = cluster.claim_for_node(node, last=True)  # (the claim its StateNode holds)
-            if claim is None:
+        for name in self._flagged(cluster.state_nodes(self.ctx.now())):
+            node = cluster.nodes.get(name)
+            claim = cluster.claim_for_node(node, last=True) if node is not None else None
+            if node is None or claim is None:
                 continue
             tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)
             reason = claim.condition(orchestration.DISRUPTION_REASON) is not None
             if not (tainted or reason):
-                continue  # nothing to strip (the common case: checked first)
+                continue
             if node.deleting or claim.deleting or self.queue.in_queue(name):
                 continue
             if name in cluster.marked_for_deletion or claim.name in cluster.marked_for_deletion:
@@ -219,6 +227,32 @@ class Disruption:
                 orchestration.untaint(self.ctx, name)
             if reason:
                 orchestration.clear_reason(self.ctx, claim.name)
+
+    def _flagged(self, states: tuple[StateNode, ...]) -> list[str]:
+        """The names of the Nodes with the disrupted taint or whose NodeClaim has a DisruptionReason,
+        sorted: kept from pass to pass, judged again only for the StateNodes replaced since (any
+        other change to the tuple: all of them)."""
+        previous, self._states = self._states, states
+        flagged = self._stale
+        if len(states) != len(previous):
+            changed: Iterable[int] = range(len(states))
+            flagged.clear()
+        else:
+            changed = list(itertools.compress(range(len(states)), map(operator.is_not, states, previous)))
+            for i in changed:
+                new, old = states[i], previous[i]
+                if new.name != old.name or (new.node is None) != (old.node is None):
+                    changed = range(len(states))
+                    flagged.clear()
+                    break
+        for i in changed:
+            state = states[i]
+            if state.node is not None:
+                if _marked(state.node, state.claim):
+                    flagged.add(state.name)
+                else:
+                    flagged.discard(state.name)
+        return sorted(flagged)
 
     def _report_blocked(self, decision: core.Decision) -> None:
         """``DisruptionBlocked`` (once per message) for managed non-candidates and budget-bound pools."""
@@ -240,6 +274,15 @@ class Disruption:
             if self._blocked.get((kind, name, topic)) != message:
                 self.ctx.event(kind, name, "DisruptionBlocked", message)
         self._blocked = seen
+
+
+def _marked(node: Node, joined: NodeClaim | None) -> bool:
+    """Does the Node carry the disrupted taint, or its NodeClaim (the one with its providerID that a
+    StateNode joins it with) a DisruptionReason condition?"""
+    if joined is None or not node.provider_id or joined.provider_id != node.provider_id:
+        return False  # (joined by name only: claim_for_node finds no claim for it)
+    tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)
+    return tainted or joined.condition(orchestration.DISRUPTION_REASON) is not None
 
 
 def _expired_deleting(snapshot: Snapshot, names: tuple[str, ...]) -> Snapshot:
