@@ -64,10 +64,6 @@ def _claim_name(state: StateNode) -> str | None:
     return state.claim.name if state.claim is not None else None
 
 
-def _alive(state: StateNode) -> bool:
-    return state.claim is not None and not state.claim.deleting
-
-
 class NodeClaimStatus:
     name = "nodeclaim.status"
 
@@ -105,6 +101,8 @@ class NodeClaimStatus:
         sweep = visit is None
         alive: set[str] = set()
         positions: dict[str, int] = {}
+        places = 0  # (places of alive claims a sweep found: more than ``alive`` if a claim is at two)
+        soonest = math.inf  # (in a sweep: the earliest due of the quiet claims, every one visited)
         for i in range(len(states)) if visit is None else visit:
             state = states[i]
             claim = state.claim
@@ -117,6 +115,7 @@ class NodeClaimStatus:
             if sweep:
                 alive.add(claim.name)
                 positions[claim.name] = i
+                places += 1
             self._loud.discard(claim.name)
             pool = cluster.node_pools.get(claim.node_pool)
             reads = pools.get(claim.node_pool)
@@ -129,6 +128,7 @@ class NodeClaimStatus:
                 and now < quiet[3]
             ):
                 self._quiet[claim.name] = quiet  # nothing it reads has changed: nothing to write
+                soonest = min(soonest, quiet[3])
                 continue
             status: dict[str, Any] = {}
             cached = self._signatures.get(claim.name)
@@ -161,6 +161,7 @@ class NodeClaimStatus:
                     next_flip = min(next_flip, RETRY_SECONDS)
             else:
                 self._quiet[claim.name] = (claim, state.pods, reads, due)  # (not replaced: no status)
+                soonest = min(soonest, due)
         if sweep:
             for store in (self._seen, self._signatures, self._quiet):
                 for name in [n for n in store if n not in alive]:
@@ -168,10 +169,11 @@ class NodeClaimStatus:
             self._loud &= alive
             # a claim at two places (two Nodes with its providerID) is looked at twice per sweep:
             # only a sweep does that again
-            self._positions = positions if len(positions) == sum(1 for s in states if _alive(s)) else None
+            self._positions = positions if len(alive) == places else None
+        else:
+            soonest = min((q[3] for q in self._quiet.values()), default=math.inf)
         self._states = states
-        if self._quiet:
-            next_flip = min(next_flip, min(q[3] for q in self._quiet.values()) - now)
+        next_flip = min(next_flip, soonest - now)
         return Result(requeue_after=max(0.0, next_flip))
 
     def _changed(
