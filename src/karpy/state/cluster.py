@@ -335,10 +335,6 @@ class Cluster:
         (compare it with an earlier one by identity, entry by entry, to find the claims replaced)."""
         return self._sorted_values("claims", self.claims, "claims-in-order", self.claim_names)
 
-    def nodes_in_order(self) -> tuple[Node, ...]:
-        """The Nodes in the order of :meth:`node_names`: one tuple while ``nodes`` is unchanged."""
-        return self._sorted_values("nodes", self.nodes, "nodes-in-order", self.node_names)
-
     def deleting_node_names(self) -> tuple[str, ...]:
         """The names of the Nodes being deleted, sorted: one tuple, the same until that set changes."""
         return self._deleting_sorted("nodes")
