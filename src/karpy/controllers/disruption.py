@@ -32,8 +32,6 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -45,6 +43,7 @@ from karpy.core import lifecycle
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.objects import Node, NodeClaim, Pod
+from karpy.state.cluster import replaced
 from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["FORCE_SECONDS", "PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
@@ -238,7 +237,7 @@ class Disruption:
             changed: Iterable[int] = range(len(states))
             flagged.clear()
         else:
-            changed = list(itertools.compress(range(len(states)), map(operator.is_not, states, previous)))
+            changed = replaced(states, previous)
             for i in changed:
                 new, old = states[i], previous[i]
                 if new.name != old.name or (new.node is None) != (old.node is None):

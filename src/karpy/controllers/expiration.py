@@ -18,8 +18,6 @@ NodePool's ``expireAfter`` changing, make it look at every claim.
 
 from __future__ import annotations
 
-import itertools
-import operator
 from collections.abc import Iterable
 
 from karpy.api import encode
@@ -29,6 +27,7 @@ from karpy.core import lifecycle
 from karpy.model import errors
 from karpy.model import labels as wk
 from karpy.model.objects import NodeClaim, NodePool
+from karpy.state.cluster import replaced
 from karpy.state.events import ObjectEvent
 
 __all__ = ["RETRY_SECONDS", "Expiration", "expires_at"]
@@ -74,7 +73,7 @@ class Expiration:
             self._when = {}
             self._index = {name: i for i, name in enumerate(names)}
         else:  # the claims replaced since, those due and those to retry: the others keep their time
-            places = set(itertools.compress(range(len(claims)), map(operator.is_not, claims, self._claims)))
+            places = set(replaced(claims, self._claims))
             index = self._index
             places.update(index[n] for n, when in self._when.items() if when is not None and when <= now)
             places.update(index[n] for n in self._retry)

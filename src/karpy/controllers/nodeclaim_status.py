@@ -31,9 +31,7 @@ or moved, a NodePool's ``consolidateAfter`` changed) makes it a sweep over every
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-import operator
 from typing import Any
 
 from karpy.api import encode
@@ -43,6 +41,7 @@ from karpy.core import lifecycle
 from karpy.core.snapshot import StateNode
 from karpy.model import errors
 from karpy.model.objects import NodeClaim, NodePool, Pod
+from karpy.state.cluster import replaced
 from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["CONSOLIDATABLE", "POD_EVENT_DEDUPE", "REQUEUE_SECONDS", "NodeClaimStatus"]
@@ -192,7 +191,7 @@ class NodeClaimStatus:
         if positions is None or pools != self._pools_seen or len(states) != len(previous):
             self._pools_seen = pools
             return None
-        places = set(itertools.compress(range(len(states)), map(operator.is_not, states, previous)))
+        places = set(replaced(states, previous))
         for i in places:
             new, old = states[i], previous[i]
             if new.name != old.name or _claim_name(new) != _claim_name(old):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import builders
 from karpy.core.snapshot import StateNode
 from karpy.model.objects import Node, NodeClaim, Pod
-from karpy.state.cluster import Cluster
+from karpy.state.cluster import Cluster, replaced
 from karpy.state.events import ADDED, DELETED, MODIFIED, ObjectEvent
 
 NODES = ["n0", "n1", "n2"]
@@ -409,3 +409,10 @@ def test_claims_in_name_order_are_one_tuple_until_the_claims_change() -> None:
     cluster.apply(ObjectEvent(MODIFIED, replaced))
     again = cluster.claims_in_order()
     assert again is not claims and again[1] is replaced and again[0] is claims[0]
+
+
+def test_replaced_names_the_places_holding_other_objects() -> None:
+    a, b, c = builders.pod("a"), builders.pod("b"), builders.pod("c")
+    assert replaced((a, b, c), (a, b, c)) == []
+    assert replaced((a, builders.pod("b"), c), (a, b, c)) == [1]  # equal, but another object
+    assert replaced((c, b, a), (a, b, c)) == [0, 2]
