@@ -52,3 +52,15 @@ def test_identity_cache_matches_by_identity_parts() -> None:
     assert cache.get((by_identity(big),), lambda: "first") == "first"
     assert cache.get((by_identity(big),), lambda: "again") == "first"
     assert cache.get((by_identity(tuple(range(10))),), lambda: "other") == "other"
+
+
+def test_identity_cache_latest_is_the_value_found_or_built_last() -> None:
+    cache: IdentityCache[str] = IdentityCache(2)
+    assert cache.latest() is None
+    cache.get(("a",), lambda: "A")
+    cache.get(("b",), lambda: "B")
+    assert cache.latest() == "B"
+    cache.get(("a",), lambda: "again")  # found: now the latest
+    assert cache.latest() == "A"
+    cache.clear()
+    assert cache.latest() is None

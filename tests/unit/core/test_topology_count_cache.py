@@ -11,7 +11,7 @@ import random
 import pytest
 
 from builders import anti_affinity_term, instance_type, node, node_claim, node_pool, pod, snapshot, spread
-from karpy.core.scheduling import topology
+from karpy.core.scheduling import boundpods, topology
 from karpy.core.scheduling.topology import Topology, build_domain_groups
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels as wk
@@ -134,7 +134,7 @@ def test_cached_counts_equal_plain_counts_across_the_solves_of_a_pass(warm: bool
     compared = 0
     for reduced, pods in _solves(snap):
         if not warm:
-            topology._BOUND.clear()
+            boundpods.INDEXES.clear()
             topology._VIEWS.clear()
         cached = _topology(reduced, pods)
         assert not cached._plain
@@ -169,7 +169,7 @@ def test_counts_from_the_whole_snapshot_equal_plain_counts_of_the_reduced_one(wa
         moved = [p for p in snap.pods if p.node_name in names]
         for pods in ([*_pending(), *moved], [*_pending(), *moved, *snap.pods[:5]]):
             if not warm:
-                topology._BOUND.clear()
+                boundpods.INDEXES.clear()
                 topology._VIEWS.clear()
                 topology._WHOLE.clear()
             shared = Topology(
@@ -238,7 +238,7 @@ def test_matched_bucket_without_excluded_pods_keeps_the_first_seen_order() -> No
         size = rng.randint(1, 12)
         uids = [f"u{rng.randint(0, size)}" for _ in range(size)]  # repeats: pods sharing a uid
         pods = [pod(f"p{i}", uid=uid, node_name=f"n{rng.randint(0, 4)}") for i, uid in enumerate(uids)]
-        matched = topology._Matched(pods)
+        matched = boundpods.Matched(pods)
         excluded = frozenset(f"u{i}" for i in range(size + 1) if rng.random() < 0.3)
         assert list(matched.without(excluded).items()) == _reference(matched.pods, excluded)
         assert list(matched.without(frozenset()).items()) == _reference(matched.pods, frozenset())

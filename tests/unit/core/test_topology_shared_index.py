@@ -7,7 +7,7 @@ import dataclasses
 
 from builders import instance_type, node, node_pool, pod, snapshot, spread
 from karpy.core import scheduling
-from karpy.core.scheduling import topology
+from karpy.core.scheduling import boundpods
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk
 from karpy.model.objects import Pod
@@ -42,7 +42,7 @@ def test_solves_sharing_the_pod_tuple_do_not_count_the_pods_they_move() -> None:
         reduced = dataclasses.replace(snap, nodes=nodes)  # same pod tuple: the index is shared
         moved = [dataclasses.replace(p, node_name="") for p in bound if p.node_name == draining]
         warm = scheduling.solve(reduced, moved)
-        topology._BOUND.clear()
+        boundpods.INDEXES.clear()
         cold = scheduling.solve(reduced, moved)
         assert _placements(warm) == _placements(cold)
         keys = {p.key for p in moved}  # reference: a snapshot that never had the moved pods

@@ -48,6 +48,12 @@ class IdentityCache(Generic[V]):
             self._entries.popitem(last=False)
         return value
 
+    def latest(self) -> V | None:
+        """The value found or built last, if any."""
+        if not self._entries:
+            return None
+        return next(reversed(self._entries.values()))[1]
+
     def clear(self) -> None:
         self._entries.clear()
 

@@ -7,7 +7,8 @@ that carry required anti-affinity (so a pod they repel is kept out of their doma
 ``add_requirements`` narrows a node's requirements to the domains the groups allow;
 ``record`` counts a placement. Domain universes come from NodePools (requirements,
 template labels, instance types; with their taints for ``nodeTaintsPolicy: Honor``) and
-existing nodes. Used by :mod:`karpy.core.scheduling.scheduler`.
+existing nodes. The bound pods a group counts come from the index of
+:mod:`karpy.core.scheduling.boundpods`. Used by :mod:`karpy.core.scheduling.scheduler`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from karpy.core.scheduling.boundpods import BoundIndex, bound_index
 from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
 from karpy.core.scheduling.podinfo import signature
 from karpy.core.scheduling.topogroups import (
@@ -30,7 +32,7 @@ from karpy.core.scheduling.topogroups import (
 )
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
-from karpy.model.objects import TERMINAL_PHASES, Pod, PodAffinityTerm
+from karpy.model.objects import Pod, PodAffinityTerm
 from karpy.model.requirements import Requirement, Requirements
 from karpy.model.selectors import LabelSelector
 from karpy.model.taints import Taint
@@ -92,130 +94,6 @@ _LABEL_REQS: ObjectMemo[Requirements] = ObjectMemo(8192)
 
 def _requirements_of(node_labels: Mapping[str, str]) -> Requirements:
     return _LABEL_REQS.get(node_labels, lambda: Requirements.from_labels(node_labels))
-
-
-def _ignored(pod: Pod) -> bool:
-    return not pod.node_name or pod.is_terminal() or pod.deleting
-
-
-# Per pod label map (immutable, one per Pod object): its items sorted, the key of the pod's
-# bucket in a bound index.
-_LABEL_KEYS: ObjectMemo[tuple[tuple[str, str], ...]] = ObjectMemo(65536)
-
-
-def _label_key(pod_labels: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(pod_labels.items()))
-
-
-class _BoundIndex:
-    """The active bound pods of one snapshot's pod tuple: per namespace bucketed by identical labels
-    (built lazily), and those with required anti-affinity. Pure of the tuple, so the many solves
-    of one disruption pass (which share the snapshot's pods) build it once; the pods a solve
-    schedules are skipped where they are read."""
-
-    def __init__(self, pods: tuple[Pod, ...]) -> None:
-        self.pods = pods
-        self._by_namespace: dict[str, list[Pod]] = {}
-        self.anti_affinity: list[Pod] = []
-        by_namespace = self._by_namespace
-        for pod in pods:  # (_ignored, inline: this walks every pod of the snapshot)
-            if not pod.node_name or pod.deleting or pod.phase in TERMINAL_PHASES:
-                continue
-            found = by_namespace.get(pod.namespace)
-            if found is None:
-                found = by_namespace[pod.namespace] = []
-            found.append(pod)
-            if pod.anti_affinity:
-                self.anti_affinity.append(pod)
-        self._buckets: dict[str, list[tuple[Mapping[str, str], list[Pod]]]] = {}
-        self._matching: dict[tuple[frozenset[str], LabelSelector], list[_Matched]] = {}
-
-    def buckets(self, namespace: str) -> list[tuple[Mapping[str, str], list[Pod]]]:
-        found = self._buckets.get(namespace)
-        if found is None:
-            by_labels: dict[tuple[tuple[str, str], ...], tuple[Mapping[str, str], list[Pod]]] = {}
-            for pod in self._by_namespace.get(namespace, ()):
-                key = _LABEL_KEYS.of(pod.labels, _label_key)
-                held = by_labels.get(key)
-                if held is None:
-                    held = by_labels[key] = (pod.labels, [])
-                held[1].append(pod)
-            found = self._buckets[namespace] = list(by_labels.values())
-        return found
-
-    def matching(self, namespaces: frozenset[str], selector: LabelSelector) -> list[_Matched]:
-        """The buckets a group's selector matches, in the order a group counts them (namespaces
-        sorted, then bucket order). Solves of one pass build many equal groups: matched once."""
-        key = (namespaces, selector)
-        found = self._matching.get(key)
-        if found is None:
-            if len(self._matching) >= _MAX_MATCHING:
-                self._matching.clear()
-            found = self._matching[key] = [
-                _Matched(pods)
-                for namespace in sorted(namespaces)
-                for pod_labels, pods in self.buckets(namespace)
-                if selector.matches(pod_labels)
-            ]
-        return found
-
-
-_MAX_MATCHING = 256  # distinct (namespaces, selector) pairs remembered per pod tuple
-
-
-class _Matched:
-    """One bucket of bound pods a selector matches, counted per node as a group counts them: pods per
-    node name in the order first seen. Kept with the bound index, so a solve only corrects the
-    count for the pods it schedules (``without``)."""
-
-    __slots__ = ("first", "per_node", "pods", "positions", "uids", "where")
-
-    def __init__(self, pods: Sequence[Pod]) -> None:
-        self.pods = tuple((pod.uid or pod.key, pod.node_name) for pod in pods)
-        self.uids = frozenset(uid for uid, _ in self.pods)
-        self.where: dict[str, list[int]] = {}  # uid -> its positions in the bucket
-        self.positions: dict[str, list[int]] = {}  # node name -> positions of its pods, ascending
-        for position, (uid, name) in enumerate(self.pods):
-            self.where.setdefault(uid, []).append(position)
-            self.positions.setdefault(name, []).append(position)
-        self.per_node = {name: len(found) for name, found in self.positions.items()}
-        self.first = {name: found[0] for name, found in self.positions.items()}
-
-    def without(self, excluded: frozenset[str]) -> dict[str, int]:
-        """Pods per node name without the ``excluded`` uids, in the order their first pod left is
-        seen (the same as counting the bucket pod by pod, skipping the excluded)."""
-        hit = excluded & self.uids
-        if not hit:
-            return self.per_node
-        gone: dict[str, set[int]] = {}  # node name -> positions of its excluded pods
-        for uid in hit:
-            for position in self.where[uid]:
-                gone.setdefault(self.pods[position][1], set()).add(position)
-        per_node = dict(self.per_node)
-        reordered = False
-        for name, positions in gone.items():
-            left = per_node[name] - len(positions)
-            if left:
-                per_node[name] = left
-                reordered = reordered or self.first[name] in positions
-            else:
-                del per_node[name]
-        if not reordered:
-            return per_node
-        first = dict(self.first)
-        for name, positions in gone.items():
-            if name in per_node:
-                first[name] = next(p for p in self.positions[name] if p not in positions)
-        return {name: per_node[name] for name in sorted(per_node, key=first.__getitem__)}
-
-
-_BOUND: IdentityCache[_BoundIndex] = IdentityCache(4)  # the indexes of the last few pod tuples
-
-
-def _bound_index(pods: tuple[Pod, ...]) -> _BoundIndex:
-    if not isinstance(pods, tuple):  # only an immutable tuple can be recognised again
-        return _BoundIndex(tuple(pods))
-    return _BOUND.get((by_identity(pods),), lambda: _BoundIndex(pods))
 
 
 class _NodeView:
@@ -337,7 +215,7 @@ class _Whole:
         self.usable = len(self.by_name) == len(nodes) and ":" not in "".join(self.by_name)
         self.counts: dict[object, _FullCount] = {}
 
-    def count(self, key: object, group: TopologyGroup, view: _NodeView, bound: _BoundIndex) -> _FullCount:
+    def count(self, key: object, group: TopologyGroup, view: _NodeView, bound: BoundIndex) -> _FullCount:
         found = self.counts.get(key)
         if found is not None:
             return found
@@ -434,7 +312,7 @@ class Topology:
         self._memo: dict[tuple[int, int, Requirement, Requirement], Requirement] = {}
         self._node_reqs: dict[str, Requirements] = {}
         self._excluded = frozenset(p.uid or p.key for p in pods)
-        self._bound = _bound_index(snapshot.pods)
+        self._bound = bound_index(snapshot.pods)
         self._track_existing_anti_affinity()
         for pod in pods:
             self.update(pod)
