@@ -50,11 +50,13 @@ def _shape(index: BoundIndex, namespace: str) -> list[tuple[int, list[int]]]:
     return [(id(labels), [id(p) for p in pods]) for labels, pods in index.buckets(namespace)]
 
 
-def _counts(index: BoundIndex) -> list[object]:
+def _counts(index: BoundIndex, namespaces: tuple[str, ...]) -> list[object]:
+    """What the selectors match in ``namespaces`` (alone, and together)."""
+    groups = [frozenset({ns}) for ns in namespaces] + [frozenset(namespaces)]
     return [
-        [(m.pods, list(m.per_node.items()), m.first, m.positions) for m in index.matching(frozenset(ns), sel)]
+        [(m.pods, list(m.per_node.items()), m.first, m.positions) for m in index.matching(group, sel)]
         for sel in SELECTORS
-        for ns in (NAMESPACES[:1], NAMESPACES[1:], NAMESPACES)
+        for group in groups
     ]
 
 
@@ -92,14 +94,17 @@ def test_an_index_derived_from_the_last_one_is_the_index_built_from_nothing(
                 pods[i] = dataclasses.replace(pods[i], labels=dict(LABELS[n % 4]))
         derived = BoundIndex(tuple(pods), previous)
         fresh = BoundIndex(tuple(pods))
-        for namespace in sorted(read):  # the rest of the namespaces are read after
+        # an index reads only some namespaces: the next takes the others from an earlier one
+        read_now = tuple(sorted(read))
+        for namespace in read_now:
             assert _shape(derived, namespace) == _shape(fresh, namespace)
-        assert _counts(derived) == _counts(fresh)
+            assert derived._namespace(namespace).keys == fresh._namespace(namespace).keys
+        assert _counts(derived, read_now) == _counts(fresh, read_now)
         assert [id(p) for p in derived.anti_affinity] == [id(p) for p in fresh.anti_affinity]
-        for namespace in NAMESPACES:
-            assert _shape(derived, namespace) == _shape(fresh, namespace)
-            assert derived._keys[namespace] == fresh._keys[namespace]
         previous = derived
+    assert previous is not None
+    final = BoundIndex(previous.pods, previous)
+    assert _counts(final, NAMESPACES) == _counts(BoundIndex(previous.pods), NAMESPACES)
 
 
 def _bucket(index: BoundIndex, namespace: str, labels: dict[str, str]) -> list[Pod]:
@@ -131,10 +136,14 @@ def test_solves_derive_the_index_from_the_one_used_last() -> None:
     index.buckets("b")
     second = (*first, pod("late", namespace="b", labels={"app": "db"}, node_name="n1"))
     derived = boundpods.bound_index(second)
-    assert derived is not index and derived._old_buckets is index._buckets
+    assert derived is not index and derived._old["b"] is index._built["b"]
+    third = (*second, pod("later", namespace="a", labels={"app": "db"}, node_name="n2"))
+    skipped = boundpods.bound_index(third)  # derived from second, which never read "b"
+    assert "b" not in derived._built and skipped._old["b"] is index._built["b"]
+    assert _shape(skipped, "b") == _shape(BoundIndex(third), "b")
     assert boundpods.bound_index(first) is index  # still known
     boundpods.INDEXES.clear()
-    assert boundpods.bound_index(second)._old_buckets == {}
+    assert boundpods.bound_index(second)._old == {}
 
 
 def test_a_namespace_is_bucketed_from_nothing_where_the_order_changed_or_a_pod_comes_twice() -> None:

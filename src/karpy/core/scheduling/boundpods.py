@@ -6,12 +6,13 @@ share the snapshot's tuple, so they share its index (:func:`bound_index`); a gro
 bucket, per node, is a :class:`Matched`, kept with the index.
 
 The next pass's tuple differs from the last by a few dozen pods of ~20,000 at scale, so a new
-index takes the last one's buckets where it can: a namespace's buckets are rebuilt only where a
-pod came or went (found by identity, in one walk of the two lists), and a bucket left as it
-was is the same list with the same :class:`Matched`. That is what a build from nothing gives
-(the same buckets, order, label maps and pod objects): pods are immutable, so a pod still there
-is in the bucket of its labels. A namespace whose pods changed order, or whose list holds a pod
-object twice, is built from nothing.
+index takes its predecessors' buckets where it can: the last buckets built of each namespace
+(by whichever earlier index read it: a provisioning solve between two passes may read none)
+are rebuilt only where a pod came or went (found by identity, in one walk of the two lists),
+and a bucket left as it was is the same list with the same :class:`Matched`. That is what a
+build from nothing gives (the same buckets, order, label maps and pod objects): pods are
+immutable, so a pod still there is in the bucket of its labels. A namespace whose pods changed
+order, or whose list holds a pod object twice, is built from nothing.
 """
 
 from __future__ import annotations
@@ -91,32 +92,58 @@ def _kept(pods: list[Pod], gone_ids: set[int], new: list[Pod], position: dict[in
     return out
 
 
-def _rebucketed(
-    old: list[Bucket], old_keys: list[LabelKey], change: _Change
-) -> tuple[list[Bucket], list[LabelKey]]:
-    """A namespace's buckets in the previous index with ``change`` applied: a bucket that lost or
-    gained no pod is kept as the same list."""
-    added: dict[LabelKey, list[Pod]] = {}
-    for pod in change.new:
-        found = added.get(label_key(pod.labels))
+class _Buckets:
+    """One namespace's bound pods (a list in tuple order) bucketed by identical labels: each
+    bucket's label key, and its count (:class:`Matched`) once a selector matched it."""
+
+    __slots__ = ("buckets", "counts", "keys", "pods")
+
+    def __init__(
+        self, pods: list[Pod], buckets: list[Bucket], keys: list[LabelKey], counts: list[Matched | None]
+    ) -> None:
+        self.pods, self.buckets, self.keys, self.counts = pods, buckets, keys, counts
+
+    @staticmethod
+    def of(pods: list[Pod]) -> _Buckets:
+        by_labels: dict[LabelKey, Bucket] = {}
+        for pod in pods:
+            key = label_key(pod.labels)
+            held = by_labels.get(key)
+            if held is None:
+                held = by_labels[key] = (pod.labels, [])
+            held[1].append(pod)
+        return _Buckets(pods, list(by_labels.values()), list(by_labels), [None] * len(by_labels))
+
+    def changed(self, pods: list[Pod], change: _Change) -> _Buckets:
+        """These buckets with ``change`` applied (``pods``: the list it leads to). A bucket that
+        lost or gained no pod is kept as the same list, with its count."""
+        added: dict[LabelKey, list[Pod]] = {}
+        for pod in change.new:
+            found = added.get(label_key(pod.labels))
+            if found is None:
+                found = added[label_key(pod.labels)] = []
+            found.append(pod)
+        losing = {label_key(pod.labels) for pod in change.gone}
+        position = change.position
+        out: list[tuple[Bucket, LabelKey, Matched | None]] = []
+        for bucket, key, count in zip(self.buckets, self.keys, self.counts, strict=True):
+            extra = added.pop(key, None)
+            if extra is None and key not in losing:
+                out.append((bucket, key, count))
+                continue
+            kept = _kept(bucket[1], change.gone_ids if key in losing else set(), extra or [], position)
+            if kept:
+                out.append(((kept[0].labels, kept), key, None))
+        for key, kept in added.items():  # labels no pod of the namespace had
+            out.append(((kept[0].labels, kept), key, None))
+        out.sort(key=lambda entry: position[id(entry[0][1][0])])
+        return _Buckets(pods, [e[0] for e in out], [e[1] for e in out], [e[2] for e in out])
+
+    def count(self, i: int) -> Matched:
+        found = self.counts[i]
         if found is None:
-            found = added[label_key(pod.labels)] = []
-        found.append(pod)
-    losing = {label_key(pod.labels) for pod in change.gone}
-    position = change.position
-    out: list[tuple[Bucket, LabelKey]] = []
-    for bucket, key in zip(old, old_keys, strict=True):
-        extra = added.pop(key, None)
-        if extra is None and key not in losing:
-            out.append((bucket, key))
-            continue
-        pods = _kept(bucket[1], change.gone_ids if key in losing else set(), extra or [], position)
-        if pods:
-            out.append(((pods[0].labels, pods), key))
-    for key, pods in added.items():  # labels no pod of the namespace had
-        out.append(((pods[0].labels, pods), key))
-    out.sort(key=lambda entry: position[id(entry[0][1][0])])
-    return [bucket for bucket, _ in out], [key for _, key in out]
+            found = self.counts[i] = Matched(self.buckets[i][1])
+        return found
 
 
 class BoundIndex:
@@ -126,35 +153,33 @@ class BoundIndex:
     def __init__(self, pods: tuple[Pod, ...], previous: BoundIndex | None = None) -> None:
         self.pods = pods
         self._by_namespace, self.anti_affinity = _walked(pods)
-        self._buckets: dict[str, list[Bucket]] = {}
-        self._keys: dict[str, list[LabelKey]] = {}  # per namespace, the label key of each bucket
+        self._built: dict[str, _Buckets] = {}
         self._matching: dict[tuple[frozenset[str], LabelSelector], list[Matched]] = {}
-        self._matched: dict[int, tuple[list[Pod], Matched]] = {}  # id(bucket pods) -> their count
-        # the previous index's own tables (not the index, so no chain of indexes lives on)
-        self._old_pods: dict[str, list[Pod]] = {}
-        self._old_buckets: dict[str, list[Bucket]] = {}
-        self._old_keys: dict[str, list[LabelKey]] = {}
-        self._old_matched: dict[int, tuple[list[Pod], Matched]] = {}
+        # the last buckets built of each namespace, by this index's predecessors (not the
+        # indexes: no chain of them lives on)
+        self._old: dict[str, _Buckets] = {}
         if previous is not None:
-            self._old_pods, self._old_buckets = previous._by_namespace, previous._buckets
-            self._old_keys, self._old_matched = previous._keys, previous._matched
+            self._old = {**previous._old, **previous._built}
+
+    def _namespace(self, namespace: str) -> _Buckets:
+        found = self._built.get(namespace)
+        if found is None:
+            pods = self._by_namespace.get(namespace, [])
+            old = self._old.get(namespace)
+            change = None if old is None else _Change.of(old.pods, pods)
+            if old is None or change is None:
+                found = _Buckets.of(pods)
+            elif not change.gone and not change.new:  # the same pods: the same buckets
+                found = old
+            else:
+                found = old.changed(pods, change)
+            self._built[namespace] = found
+        return found
 
     def buckets(self, namespace: str) -> list[Bucket]:
         """The namespace's bound pods bucketed by identical labels: buckets in the order their
         first pod comes, each the label map of that pod and its pods in tuple order."""
-        found = self._buckets.get(namespace)
-        if found is None:
-            pods = self._by_namespace.get(namespace, [])
-            old = self._old_buckets.get(namespace)
-            change = None if old is None else _Change.of(self._old_pods.get(namespace, []), pods)
-            if old is None or change is None:
-                found, keys = _bucketed(pods)
-            elif not change.gone and not change.new:  # the same pods: the previous index's lists
-                found, keys = old, self._old_keys[namespace]
-            else:
-                found, keys = _rebucketed(old, self._old_keys[namespace], change)
-            self._buckets[namespace], self._keys[namespace] = found, keys
-        return found
+        return self._namespace(namespace).buckets
 
     def matching(self, namespaces: frozenset[str], selector: LabelSelector) -> list[Matched]:
         """The buckets a group's selector matches, in the order a group counts them (namespaces
@@ -164,24 +189,13 @@ class BoundIndex:
         if found is None:
             if len(self._matching) >= _MAX_MATCHING:
                 self._matching.clear()
-            found = self._matching[key] = [
-                self._matched_of(pods)
-                for namespace in sorted(namespaces)
-                for pod_labels, pods in self.buckets(namespace)
-                if selector.matches(pod_labels)
-            ]
+            found = self._matching[key] = []
+            for namespace in sorted(namespaces):
+                held = self._namespace(namespace)
+                for i, (pod_labels, _pods) in enumerate(held.buckets):
+                    if selector.matches(pod_labels):
+                        found.append(held.count(i))
         return found
-
-    def _matched_of(self, pods: list[Pod]) -> Matched:
-        """The count of one bucket, shared by every selector that matches it, and kept by the
-        next index while the bucket is the same list."""
-        found = self._matched.get(id(pods))
-        if found is None or found[0] is not pods:
-            found = self._old_matched.get(id(pods))
-            if found is None or found[0] is not pods:
-                found = (pods, Matched(pods))
-            self._matched[id(pods)] = found  # the entry keeps the list alive: its id stays valid
-        return found[1]
 
 
 _MAX_MATCHING = 256  # distinct (namespaces, selector) pairs remembered per pod tuple
@@ -201,18 +215,6 @@ def _walked(pods: tuple[Pod, ...]) -> tuple[dict[str, list[Pod]], list[Pod]]:
         if pod.anti_affinity:
             anti_affinity.append(pod)
     return by_namespace, anti_affinity
-
-
-def _bucketed(pods: list[Pod]) -> tuple[list[Bucket], list[LabelKey]]:
-    """``pods`` bucketed by identical labels (see :meth:`BoundIndex.buckets`), and each bucket's key."""
-    by_labels: dict[LabelKey, Bucket] = {}
-    for pod in pods:
-        key = label_key(pod.labels)
-        held = by_labels.get(key)
-        if held is None:
-            held = by_labels[key] = (pod.labels, [])
-        held[1].append(pod)
-    return list(by_labels.values()), list(by_labels)
 
 
 class Matched:
