@@ -15,8 +15,8 @@ name, pods without a node, claims by providerID and by node name, Nodes by provi
 names of Nodes and NodeClaims being deleted, sorted keys) and a ``version`` bumped on every
 change. With these, :meth:`Cluster.state_nodes` costs
 O(nodes + claims) after a change; only the StateNodes concerned (and a tuple copy) when
-only bound pods, Nodes keeping their providerID, or NodeClaims keeping their providerID and
-nodeName changed; and O(1)
+only bound pods, Nodes keeping their providerID, NodeClaims keeping their providerID and
+nodeName, or deletion marks changed; and O(1)
 when nothing that it reads changed. It hands back the *same* ``StateNode`` object for a
 node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
 cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, pods
@@ -95,12 +95,13 @@ class Cluster:
         self._node_states: dict[str, StateNode] = {}  # node name -> its last StateNode
         self._claim_states: dict[str, StateNode] = {}  # unjoined claim name -> its last StateNode
         # node names whose bound pods changed since ``_nodes_out`` was built, while only pods,
-        # Nodes that keep their providerID (``_nodes_changed``: those) and NodeClaims that keep
-        # their providerID and nodeName (``_claims_changed``) did; None after any other change to
-        # what state_nodes() reads
+        # Nodes that keep their providerID (``_nodes_changed``: those), NodeClaims that keep
+        # their providerID and nodeName (``_claims_changed``) and deletion marks
+        # (``_marks_changed``) did; None after any other change to what state_nodes() reads
         self._pods_moved: set[str] | None = None
         self._claims_changed: set[str] = set()
         self._nodes_changed: set[str] = set()  # Nodes replaced keeping their providerID (and so their join)
+        self._marks_changed: set[str] = set()  # names marked or unmarked for deletion (no join changes)
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
@@ -303,13 +304,13 @@ class Cluster:
     def mark_for_deletion(self, *names: str) -> None:
         if not self.marked_for_deletion.issuperset(names):
             self.marked_for_deletion.update(names)
-            self._pods_moved = None
+            self._marks_changed.update(names)  # only the StateNodes holding these names change
             self._changed("marked_for_deletion", state=True)
 
     def unmark_for_deletion(self, *names: str) -> None:
         if not self.marked_for_deletion.isdisjoint(names):
             self.marked_for_deletion.difference_update(names)
-            self._pods_moved = None
+            self._marks_changed.update(names)
             self._changed("marked_for_deletion", state=True)
 
     # -- queries -------------------------------------------------------------------------
@@ -509,6 +510,7 @@ class Cluster:
         self._pods_moved = set()
         self._claims_changed.clear()
         self._nodes_changed.clear()
+        self._marks_changed.clear()
         return result
 
     def _repod(self, lo: float, hi: float) -> tuple[StateNode, ...]:
@@ -542,20 +544,42 @@ class Cluster:
                 if old.claim is not claim:
                     self._replace(out, i, old.node, claim, old.pods)
                     changed = True
+        marked = self.marked_for_deletion
+        for name in self._marks_changed:
+            for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
+                old = out[i]
+                if old.node is not None:
+                    is_marked = old.name in marked or (old.claim is not None and old.claim.name in marked)
+                else:
+                    assert old.claim is not None
+                    is_marked = old.claim.name in marked
+                if is_marked != old.marked_for_deletion:
+                    self._replace(out, i, old.node, old.claim, old.pods, marked=is_marked)
+                    changed = True
         if changed:
             self._nodes_out = tuple(out)
         self._nodes_key = (self._state_version, lo, hi)
         moved.clear()
         self._claims_changed.clear()
         self._nodes_changed.clear()
+        self._marks_changed.clear()
         return self._nodes_out
 
     def _replace(
-        self, out: list[StateNode], i: int, node: Node | None, claim: NodeClaim | None, pods: tuple[Pod, ...]
+        self,
+        out: list[StateNode],
+        i: int,
+        node: Node | None,
+        claim: NodeClaim | None,
+        pods: tuple[Pod, ...],
+        *,
+        marked: bool | None = None,
     ) -> None:
-        """Put a StateNode with these parts and the flags of ``out[i]`` at ``i``."""
+        """Put a StateNode with these parts and the flags of ``out[i]`` (``marked``: this deletion
+        mark instead) at ``i``."""
         old = out[i]
-        out[i] = state = StateNode(old.name, node, claim, pods, old.marked_for_deletion, old.nominated)
+        is_marked = old.marked_for_deletion if marked is None else marked
+        out[i] = state = StateNode(old.name, node, claim, pods, is_marked, old.nominated)
         if state.node is not None:
             self._node_states[state.name] = state
         else:
