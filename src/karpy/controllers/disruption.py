@@ -211,8 +211,7 @@ class Disruption:
             claim = cluster.claim_for_node(node, last=True) if node is not None else None
             if node is None or claim is None:
                 continue
-            tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)
-            reason = claim.condition(orchestration.DISRUPTION_REASON) is not None
+            tainted, reason = _marks(node, claim)
             if not (tainted or reason):
                 continue
             if node.deleting or claim.deleting or self.queue.in_queue(name):
@@ -280,8 +279,13 @@ def _marked(node: Node, joined: NodeClaim | None) -> bool:
     StateNode joins it with) a DisruptionReason condition?"""
     if joined is None or not node.provider_id or joined.provider_id != node.provider_id:
         return False  # (joined by name only: claim_for_node finds no claim for it)
+    return any(_marks(node, joined))
+
+
+def _marks(node: Node, claim: NodeClaim) -> tuple[bool, bool]:
+    """Whether the Node carries the disrupted taint, and whether the NodeClaim has a DisruptionReason."""
     tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)
-    return tainted or joined.condition(orchestration.DISRUPTION_REASON) is not None
+    return tainted, claim.condition(orchestration.DISRUPTION_REASON) is not None
 
 
 def _expired_deleting(snapshot: Snapshot, names: tuple[str, ...]) -> Snapshot:

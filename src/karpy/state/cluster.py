@@ -53,6 +53,12 @@ def replaced(current: Sequence[object], previous: Sequence[object]) -> list[int]
     return list(itertools.compress(range(len(current)), map(operator.is_not, current, previous)))
 
 
+def _is_marked(marked: set[str], node_name: str | None, claim: NodeClaim | None) -> bool:
+    """A StateNode's deletion mark: a Node's (``node_name``) is its own name's or its claim's; an
+    unjoined claim's (``node_name`` None) is the claim name's alone."""
+    return (node_name is not None and node_name in marked) or (claim is not None and claim.name in marked)
+
+
 @dataclass
 class Cluster:
     instance_types: InstanceTypeSource
@@ -448,7 +454,7 @@ class Cluster:
                 joined.add(claim.name)
                 claim_positions.setdefault(claim.name, []).append(len(out))
             pods = self._bound_pods(name)
-            is_marked = name in marked or (claim is not None and claim.name in marked)
+            is_marked = _is_marked(marked, name, claim)
             nominated = nominations.get(name, 0.0) > now or (
                 claim is not None and nominations.get(claim.name, 0.0) > now
             )
@@ -472,7 +478,7 @@ class Cluster:
             claim = self.claims[claim_name]
             node_name = claim.node_name or claim.name
             pods = self._bound_pods(node_name)
-            is_marked = claim_name in marked
+            is_marked = _is_marked(marked, None, claim)
             nominated = nominations.get(claim_name, 0.0) > now
             state = previous.get(claim_name)
             if not (
@@ -548,11 +554,7 @@ class Cluster:
         for name in self._marks_changed:
             for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
                 old = out[i]
-                if old.node is not None:
-                    is_marked = old.name in marked or (old.claim is not None and old.claim.name in marked)
-                else:
-                    assert old.claim is not None
-                    is_marked = old.claim.name in marked
+                is_marked = _is_marked(marked, old.name if old.node is not None else None, old.claim)
                 if is_marked != old.marked_for_deletion:
                     self._replace(out, i, old.node, old.claim, old.pods, marked=is_marked)
                     changed = True

@@ -119,9 +119,10 @@ class _Buckets:
         lost or gained no pod is kept as the same list, with its count."""
         added: dict[LabelKey, list[Pod]] = {}
         for pod in change.new:
-            found = added.get(label_key(pod.labels))
+            key = label_key(pod.labels)
+            found = added.get(key)
             if found is None:
-                found = added[label_key(pod.labels)] = []
+                found = added[key] = []
             found.append(pod)
         losing = {label_key(pod.labels) for pod in change.gone}
         position = change.position
