@@ -83,6 +83,7 @@ class Cluster:
         self._tick = 0
         self._pod_order: dict[str, int] = {}  # pod key -> position in ``pods`` (insertion order)
         self._pod_keys: list[str] = []  # sorted keys of ``pods``
+        self._pod_values: list[Pod] = []  # ``pods`` values in the order of ``_pod_keys``
         self._unbound: dict[str, Pod] = {}  # pod key -> pod without a node
         self._bound: dict[str, dict[str, Pod]] = {}  # node name -> pod key -> bound pod
         self._bound_sorted: dict[str, tuple[Pod, ...]] = {}  # node name -> its bound pods by key
@@ -188,13 +189,19 @@ class Cluster:
                 return
             del self.pods[key]
             del self._pod_order[key]
-            del self._pod_keys[bisect.bisect_left(self._pod_keys, key)]
+            at = bisect.bisect_left(self._pod_keys, key)
+            del self._pod_keys[at]
+            del self._pod_values[at]
             self._unbound.pop(key, None)
         else:
+            at = bisect.bisect_left(self._pod_keys, key)
             if old is None:
                 self._tick += 1
                 self._pod_order[key] = self._tick
-                bisect.insort(self._pod_keys, key)
+                self._pod_keys.insert(at, key)
+                self._pod_values.insert(at, pod)
+            else:
+                self._pod_values[at] = pod
             self.pods[key] = pod
             if pod.node_name:
                 self._unbound.pop(key, None)
@@ -602,8 +609,10 @@ class Cluster:
         cached = self._sorted.get(name)
         if cached is not None and cached[0] == version:
             return cached[1]
-        order = self._pod_keys if name == "pods" else sorted(values) if keys is None else keys()
-        out = tuple(map(values.__getitem__, order))
+        if name == "pods":
+            out = tuple(self._pod_values)  # (kept in key order by ``_put_pod``)
+        else:
+            out = tuple(map(values.__getitem__, sorted(values) if keys is None else keys()))
         self._sorted[name] = (version, out)
         return out
 

@@ -72,6 +72,7 @@ def check_against_reference(cluster: Cluster, now: float) -> None:
     snap = cluster.snapshot(now)
     assert snap.nodes == reference_state_nodes(cluster, now)
     assert snap.pods == tuple(cluster.pods[k] for k in sorted(cluster.pods))
+    assert all(a is cluster.pods[a.key] for a in snap.pods)  # the stored objects themselves
     assert snap.unbound == tuple(p for p in snap.pods if not p.node_name)
     assert sorted(p.key for p in cluster.unbound_pods()) == [p.key for p in snap.unbound]
     assert snap.node_pools == tuple(cluster.node_pools[k] for k in sorted(cluster.node_pools))
