@@ -203,7 +203,7 @@ class _Whole:
     the whole count minus the nodes it lacks and the pods it schedules; the order a group
     learns its domains in does not matter (every reader sorts, or takes a minimum or a set)."""
 
-    __slots__ = ("active", "active_names", "by_name", "counts", "nodes", "pods", "usable")
+    __slots__ = ("active", "active_names", "by_name", "counts", "nodes", "pods", "registered", "usable")
 
     def __init__(
         self, active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]
@@ -214,14 +214,24 @@ class _Whole:
         # repeated names, or a name with ":" (see Topology._plain): only the plain count will do
         self.usable = len(self.by_name) == len(nodes) and ":" not in "".join(self.by_name)
         self.counts: dict[object, _FullCount] = {}
+        # id(view) -> (the view, the active nodes per domain it registers): the same for every
+        # group of one key and node filter (readers never change it)
+        self.registered: dict[int, tuple[_NodeView, dict[str, int]]] = {}
 
     def count(self, key: object, group: TopologyGroup, view: _NodeView, bound: BoundIndex) -> _FullCount:
         found = self.counts.get(key)
         if found is not None:
             return found
-        registered: dict[str, int] = {}
-        for domain in view.registered(self.active):
-            registered[domain] = registered.get(domain, 0) + 1
+        known = self.registered.get(id(view))
+        if known is not None and known[0] is view:
+            registered = known[1]
+        else:
+            registered = {}
+            for domain in view.registered(self.active):
+                registered[domain] = registered.get(domain, 0) + 1
+            if len(self.registered) >= _MAX_VIEWS:
+                self.registered.clear()
+            self.registered[id(view)] = (view, registered)
         pods: dict[str, int] = {}
         if group.selector is not None:
             for matched in bound.matching(group.namespaces, group.selector):
