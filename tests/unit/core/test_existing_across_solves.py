@@ -238,7 +238,22 @@ def _usage_cases() -> list[Sequence[StateNode]]:
         full[2], claim=dataclasses.replace(claim, capacity=Resources.parse({"cpu": "64"}))
     )
     many = managed("x", 20, "a", "2")
+    big = full + managed("y", 70, "a", "2")
+    # every node a new object counting the same (its pods changed): more than MAX_DIFFERENCE pairs
+    repodded = tuple(dataclasses.replace(n, pods=()) for n in big)
+    # the same names, one now in pool b, one with another capacity, among nodes counting the same
+    moved_claim = repodded[3].claim
+    assert moved_claim is not None
+    moved = dataclasses.replace(repodded[3], claim=dataclasses.replace(moved_claim, node_pool="b"))
+    regrown = dataclasses.replace(grown, pods=())
+    shifted = tuple(
+        moved if i == 3 else regrown if i == 2 else dataclasses.replace(n, pods=()) for i, n in enumerate(big)
+    )
+    assert len(big) > limits.MAX_DIFFERENCE
     return [
+        big,
+        repodded,
+        shifted,
         full,
         full[1:],  # a pass: one candidate out ...
         full[:3] + full[4:],  # ... then another

@@ -30,9 +30,14 @@ class _Tally:
 
     __slots__ = ("_by_name", "by_id", "nodes", "usage")
 
-    def __init__(self, nodes: tuple[StateNode, ...], usage: dict[str, dict[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        nodes: tuple[StateNode, ...],
+        by_id: dict[int, StateNode],
+        usage: dict[str, dict[str, int]] | None = None,
+    ) -> None:
         self.nodes = nodes
-        self.by_id = dict(zip(map(id, nodes), nodes, strict=True))
+        self.by_id = by_id  # id -> node of ``nodes`` (fewer entries: a node repeated)
         self._by_name: dict[str, list[StateNode]] | None = None
         if usage is None:
             usage = {}
@@ -57,46 +62,79 @@ def _count(usage: dict[str, dict[str, int]], node: StateNode, sign: int) -> None
     out["nodes"] = out.get("nodes", 0) + sign
 
 
-_LAST: list[_Tally] = []  # the reference tally of the last full count
-MAX_DIFFERENCE = 16  # nodes in or out beyond which a full count (and a new reference) is cheaper
+_LAST: list[_Tally] = []  # the tally of the last node tuple counted
+MAX_DIFFERENCE = 64  # nodes in or out (beyond those that count the same) past which a full count is cheaper
 
 
 def pool_usages(
     nodes: Sequence[StateNode], *, without: frozenset[str] = frozenset()
 ) -> dict[str, dict[str, int]]:
     """:func:`pool_usage` of every pool at once, by pool name (missing keys are zero), of the
-    ``nodes`` whose names are not in ``without``. The solves of a disruption pass count snapshots
-    that differ by a node or two from the last full count: its sums are corrected by the nodes
-    in and out (exact: integer sums, nodes by identity). Callers must not modify the result."""
+    ``nodes`` whose names are not in ``without``. Each node tuple is counted from the last one's
+    tally, corrected by the nodes in and out (exact: integer sums, nodes by identity); a node
+    replaced by one that counts the same (same name, NodePool and capacity: its pods or its
+    claim's status changed) needs no correction. The solves of a disruption pass subtract
+    different nodes from one tuple: its tally is kept. Callers must not modify the result."""
     nodes = tuple(nodes)
-    if without:
-        ref = _LAST[0] if _LAST else None
-        if ref is None or ref.nodes is not nodes:
-            # the solves of a pass subtract different nodes from one tuple: keep its tally
-            ref = _Tally(nodes, pool_usages(nodes))
-            _LAST[:] = [ref]
-        usage = {name: dict(counts) for name, counts in ref.usage.items()}
-        for node in ref.named(without):
-            _count(usage, node, -1)
-        return usage
-    if _LAST:
-        ref = _LAST[0]
-        if ref.nodes is nodes:
-            return ref.usage
-        by_id = dict(zip(map(id, nodes), nodes, strict=True))
-        if len(by_id) == len(nodes) and len(ref.by_id) == len(ref.nodes):
-            added = by_id.keys() - ref.by_id.keys()
-            removed = ref.by_id.keys() - by_id.keys()
-            if len(added) + len(removed) <= MAX_DIFFERENCE:
-                usage = {name: dict(counts) for name, counts in ref.usage.items()}
-                for i in added:
-                    _count(usage, by_id[i], 1)
-                for i in removed:
-                    _count(usage, ref.by_id[i], -1)
-                return usage
-    tally = _Tally(nodes)
-    _LAST[:] = [tally]
-    return tally.usage
+    ref = _LAST[0] if _LAST else None
+    if ref is None or ref.nodes is not nodes:
+        ref = _tally(nodes, ref)
+        _LAST[:] = [ref]
+    if not without:
+        return ref.usage
+    usage = {name: dict(counts) for name, counts in ref.usage.items()}
+    for node in ref.named(without):
+        _count(usage, node, -1)
+    return usage
+
+
+def _tally(nodes: tuple[StateNode, ...], ref: _Tally | None) -> _Tally:
+    """The tally of ``nodes``: ``ref``'s corrected by the nodes in and out, or a full count."""
+    by_id = dict(zip(map(id, nodes), nodes, strict=True))
+    if ref is None or len(by_id) != len(nodes) or len(ref.by_id) != len(ref.nodes):
+        return _Tally(nodes, by_id)
+    changes = _changes(ref, by_id)
+    if changes is None:
+        return _Tally(nodes, by_id)
+    added, removed = changes
+    usage = {name: dict(counts) for name, counts in ref.usage.items()}
+    for node in added:
+        _count(usage, node, 1)
+    for node in removed:
+        _count(usage, node, -1)
+    return _Tally(nodes, by_id, usage)
+
+
+def _changes(ref: _Tally, by_id: dict[int, StateNode]) -> tuple[list[StateNode], list[StateNode]] | None:
+    """The nodes in and out since ``ref``, less the pairs of an old and a new node that count the
+    same; None when more than :data:`MAX_DIFFERENCE` are left."""
+    old = ref.by_id
+    out_by_name: dict[str, list[StateNode]] = {}
+    for i in old.keys() - by_id.keys():
+        node = old[i]
+        out_by_name.setdefault(node.name, []).append(node)
+    added: list[StateNode] = []
+    for i in by_id.keys() - old.keys():
+        node = by_id[i]
+        gone = out_by_name.get(node.name)
+        if gone and _counts_the_same(gone[-1], node):
+            gone.pop()
+            continue
+        added.append(node)
+        if len(added) > MAX_DIFFERENCE:
+            return None
+    removed = [node for gone in out_by_name.values() for node in gone]
+    if len(added) + len(removed) > MAX_DIFFERENCE:
+        return None
+    return added, removed
+
+
+def _counts_the_same(a: StateNode, b: StateNode) -> bool:
+    """Whether ``_count`` adds the same to the same pool for both nodes."""
+    if a.node_pool != b.node_pool:
+        return False
+    ca, cb = a.limit_capacity, b.limit_capacity
+    return ca is cb or ca == cb
 
 
 def max_capacity(its: Sequence[InstanceType]) -> Resources:
