@@ -119,16 +119,6 @@ def eviction_cost(pod: Pod) -> float:
     return max(-10.0, min(10.0, cost))
 
 
-def _lifetime_remaining(pool: NodePool, node: StateNode, now: float) -> float:
-    claim = node.claim
-    expire_after = (
-        claim.expire_after if claim is not None and claim.expire_after is not None else pool.expire_after
-    )
-    if expire_after is None or claim is None or expire_after <= 0:
-        return 1.0
-    return max(0.0, min(1.0, 1 - (now - claim.created) / expire_after))
-
-
 def price(it: InstanceType, price_labels: tuple[tuple[str, str], ...]) -> float | None:
     """The cheapest offering of ``it`` compatible with the node's zone and capacity-type labels."""
     reqs = Requirements.from_labels(dict(price_labels))
@@ -306,19 +296,34 @@ def build_classes(
                 eventual_why[node.name] = blocked
                 continue
         it = instance_types.get(pool.name, {}).get(f.instance_type)
-        candidate = Candidate(
-            node=node,
-            pool=pool,
-            instance_type=it,
-            capacity_type=f.capacity_type,
-            zone=f.zone,
-            price=price_of(it, f.price_labels) if it is not None else None,
-            reschedulable=f.reschedulable,
-            pods=f.pods,
-            reschedule_cost=f.reschedule_cost,
-            disruption_cost=f.eviction_cost * _lifetime_remaining(pool, node, now),
-            blocked_eviction=blocked,
-        )
+        node_price = price_of(it, f.price_labels) if it is not None else None
+        # the last candidate of this StateNode, when it is made of the same parts (every field
+        # but these comes from the facts): one object from pass to pass
+        held = node._derived.get("candidate")
+        if (
+            held is not None
+            and held[0] is f
+            and held[1].pool is pool
+            and held[1].instance_type is it
+            and held[1].price == node_price
+            and held[1].blocked_eviction == blocked
+        ):
+            candidate: Candidate = held[1]
+        else:
+            candidate = Candidate(
+                node=node,
+                pool=pool,
+                instance_type=it,
+                capacity_type=f.capacity_type,
+                zone=f.zone,
+                price=node_price,
+                reschedulable=f.reschedulable,
+                pods=f.pods,
+                reschedule_cost=f.reschedule_cost,
+                eviction_cost=f.eviction_cost,
+                blocked_eviction=blocked,
+            )
+            node._derived["candidate"] = (f, candidate)
         if not blocked:
             graceful.append(candidate)
         eventual.append(candidate)

@@ -35,7 +35,7 @@ class Candidate:
     reschedulable: tuple[Pod, ...]
     pods: tuple[Pod, ...]
     reschedule_cost: float  # 1 + sum of positive eviction costs of the reschedulable pods
-    disruption_cost: float  # sum of eviction costs of all pods x remaining lifetime
+    eviction_cost: float  # sum of eviction costs of all pods (see ``disruption_cost``)
     blocked_eviction: str = ""  # why pods block eviction (kept for eventual disruption with a TGP)
 
     @property
@@ -45,6 +45,23 @@ class Candidate:
     @property
     def savings_ratio(self) -> float:
         return (self.price or 0.0) / self.reschedule_cost
+
+    def disruption_cost(self, now: float) -> float:
+        """Upstream's DisruptionCost at ``now``: the eviction costs times the fraction of the
+        NodeClaim's expireAfter left (upstream sorted candidates by it up to v1.13). A method, so
+        a candidate is the same object from pass to pass while its node, pods and prices are."""
+        return self.eviction_cost * lifetime_remaining(self.pool, self.node, now)
+
+
+def lifetime_remaining(pool: NodePool, node: StateNode, now: float) -> float:
+    """The fraction of the node's expireAfter (its NodeClaim's, else its NodePool's) left at ``now``."""
+    claim = node.claim
+    expire_after = (
+        claim.expire_after if claim is not None and claim.expire_after is not None else pool.expire_after
+    )
+    if expire_after is None or claim is None or expire_after <= 0:
+        return 1.0
+    return max(0.0, min(1.0, 1 - (now - claim.created) / expire_after))
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 import builders as b
 from karpy.core.disruption import candidates as cand
+from karpy.core.disruption.memo import Memo
 from karpy.core.disruption.pdbs import Limits
 from karpy.model import labels as wk
 from karpy.model.catalog import Offering
@@ -293,7 +295,52 @@ def test_disruption_cost_scales_with_lifetime_remaining() -> None:
     pool = b.disruption_pool(expire_after=4 * 3600.0)
     pods = [b.running_pod("a", "n1"), b.running_pod("b", "n1")]
     found, _ = one(b.managed_node("n1", created=NOW - 3600), pods, pools=[pool])
-    assert found.disruption_cost == pytest.approx(2 * 0.75)
+    assert found.disruption_cost(NOW) == pytest.approx(2 * 0.75)
+    assert found.disruption_cost(NOW + 3600) == pytest.approx(2 * 0.5)
+    assert found.disruption_cost(NOW + 10 * 3600) == 0.0
+
+
+def test_a_candidate_is_the_same_object_while_its_parts_are() -> None:
+    """With a memo, a pass over the same StateNode gives the same Candidate object, at any time; a
+    new NodePool object, price or blocker gives a new one, with the new value (the claim has a
+    terminationGracePeriod, so the blocked node is an eventual candidate too)."""
+    pool = b.disruption_pool(expire_after=4 * 3600.0)
+    pods = [b.running_pod("a", "n1"), b.running_pod("dnd", "n1", annotations={DND: "5m"}, started=NOW - 60)]
+    snap = b.managed_snapshot(
+        pools=[pool],
+        types=[SMALL],
+        managed=[
+            b.managed_node("n1", created=NOW - 3600, claim_overrides={"termination_grace_period": 60.0})
+        ],
+        pods=pods,
+        now=NOW,
+    )
+    memo = Memo()
+    types = memo.types_by_name(snap.instance_types)
+
+    def classes(now: float, pools: list, price_of: Any = memo.price) -> cand.Classes:
+        memo.begin(snap)
+        return cand.build_classes(
+            snap.nodes,
+            pools={p.name: p for p in pools},
+            instance_types=types,
+            limits=memo.limits(snap.pdbs, snap.pods),
+            now=now,
+            facts=memo.node,
+            price_of=price_of,
+        )
+
+    first = classes(NOW, [pool]).eventual[0]
+    assert first.blocked_eviction  # do-not-disrupt for 5 minutes after the pod started
+    later = classes(NOW + 3600, [pool]).eventual[0]
+    assert later.blocked_eviction == ""  # the blocker lapsed: a new candidate
+    assert classes(NOW + 7200, [pool]).eventual[0] is later  # nothing changed but the time
+    assert later.disruption_cost(NOW + 7200) == pytest.approx(2 * 0.25)
+    other_pool = dataclasses.replace(pool)
+    moved = classes(NOW + 7200, [other_pool]).eventual[0]
+    assert moved is not later and moved.pool is other_pool
+    cheaper = classes(NOW + 7200, [other_pool], price_of=lambda _it, _labels: 0.01).eventual[0]
+    assert cheaper is not moved and cheaper.price == 0.01
 
 
 def test_price_is_the_cheapest_offering_matching_zone_and_capacity_type() -> None:
