@@ -159,20 +159,20 @@ class _Free:
         names: list[str] = []
         rows: list[dict[str, int]] = []
         tainted: list[tuple[int, OpenNode]] = []
+        keys: set[str] = set()
         for name, base in open_nodes:
-            free = _free(base)
+            free, hard = _FREE.of(base, _free_of)
             if free is None:
                 continue
-            if any(t.effect in _HARD for t in base.taints):
+            if hard:
                 tainted.append((len(rows), base))
             names.append(name)
             rows.append(free)
-        columns = {k: i for i, k in enumerate(sorted({k for row in rows for k in row}))}
-        matrix = np.zeros((len(rows), len(columns)), dtype=np.int64)
-        for i, row in enumerate(rows):
-            for k, v in row.items():
-                matrix[i, columns[k]] = v
-        return _Free(names, columns, matrix, tainted)
+            keys.update(free)
+        order = sorted(keys)
+        columns = {k: i for i, k in enumerate(order)}
+        matrix = np.array([[row.get(k, 0) for k in order] for row in rows], dtype=np.int64)
+        return _Free(names, columns, matrix.reshape(len(rows), len(columns)), tainted)
 
     def tolerated(self, tolerations: tuple[Toleration, ...]) -> np.ndarray:
         """Per row: whether the pod's tolerations take every hard taint of the node."""
@@ -278,6 +278,17 @@ class _PassRoom:
                 p.name in stop_pools or _refuses(p.taints, kind.tolerations) for p in self.pools
             )
         return found
+
+
+def _free_of(base: OpenNode) -> tuple[dict[str, int] | None, bool]:
+    """(:func:`_free`, whether the node has a NoSchedule or NoExecute taint): what a matrix reads
+    of an open node, kept per node object (:data:`_FREE`)."""
+    return _free(base), any(t.effect in _HARD for t in base.taints)
+
+
+# per open node object (a StateNode's NodeBase, the same from pass to pass while the StateNode
+# is): its row (never changed by a reader) and hard-taint flag
+_FREE: ObjectMemo[tuple[dict[str, int] | None, bool]] = ObjectMemo(8192)
 
 
 def _free(base: OpenNode) -> dict[str, int] | None:
