@@ -43,6 +43,8 @@ from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["Cluster", "InstanceTypeSource", "replaced"]
 
+_JOURNAL_MAX = 65536  # changes a journal holds before it forgets the older half
+
 InstanceTypeSource = Callable[[NodePool, "NodeClass | None"], tuple[InstanceType, ...]]
 
 
@@ -112,6 +114,9 @@ class Cluster:
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
+        # per journaled store: the key of each change, and the store version before the first
+        self._journals: dict[str, list[str]] = {"pods": [], "claims": []}
+        self._journal_bases: dict[str, int] = {"pods": 0, "claims": 0}
         # a Cluster built with pre-filled dicts: index them as if applied in their order
         pods, nodes, claims = dict(self.pods), dict(self.nodes), dict(self.claims)
         self.pods.clear()
@@ -140,6 +145,16 @@ class Cluster:
         ``marked_for_deletion``."""
         return self._store_versions.get(store, 0)
 
+    def changed_since(self, store: str, version: int) -> list[str] | None:
+        """The keys of ``pods`` or ``claims`` changed (stored, replaced or deleted) since the
+        store's :meth:`store_version` was ``version``, oldest first, a key once per change; None
+        when the journal no longer reaches back that far (the caller then looks at every key)."""
+        journal = self._journals[store]
+        base = self._journal_bases[store]
+        if version < base or version > self.store_version(store):
+            return None
+        return journal[version - base :]
+
     # -- apply ---------------------------------------------------------------------------
     def apply(self, event: ObjectEvent) -> None:
         obj = event.obj
@@ -167,11 +182,18 @@ class Cluster:
         for event in events:
             self.apply(event)
 
-    def _changed(self, store: str, *, state: bool = False) -> None:
+    def _changed(self, store: str, *, state: bool = False, key: str = "") -> None:
         self._version += 1
         self._store_versions[store] = self._store_versions.get(store, 0) + 1
         if state:
             self._state_version += 1
+        journal = self._journals.get(store)
+        if journal is not None:
+            journal.append(key)
+            if len(journal) > _JOURNAL_MAX:  # the older half is forgotten
+                drop = len(journal) // 2
+                del journal[:drop]
+                self._journal_bases[store] += drop
 
     def _put(self, store: str, values: dict[Any, Any], key: object, value: object, deleted: bool) -> None:
         if deleted:
@@ -224,7 +246,7 @@ class Cluster:
             self._bound_sorted.pop(pod.node_name, None)
             if moved is not None:
                 moved.add(pod.node_name)
-        self._changed("pods", state=bound)  # a pending pod is in no StateNode
+        self._changed("pods", state=bound, key=key)  # a pending pod is in no StateNode
 
     def _put_node(self, name: str, node: Node, deleted: bool) -> None:
         old = self.nodes.get(name)
@@ -291,7 +313,7 @@ class Cluster:
             self._claims_changed.add(name)  # the same joins: only the StateNodes holding it change
         else:
             self._pods_moved = None
-        self._changed("claims", state=True)
+        self._changed("claims", state=True, key=name)
 
     def node_class_for(self, pool: NodePool) -> NodeClass | None:
         ref = pool.node_class_ref

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import builders
 from karpy.core.snapshot import StateNode
 from karpy.model.objects import Node, NodeClaim, Pod
+from karpy.state import cluster as cluster_mod
 from karpy.state.cluster import Cluster, replaced
 from karpy.state.events import ADDED, DELETED, MODIFIED, ObjectEvent
 
@@ -181,9 +183,19 @@ def run_op(cluster: Cluster, op: tuple[Any, ...], generation: int) -> None:
 @given(st.lists(ops, min_size=10, max_size=60))
 def test_state_matches_a_from_scratch_recomputation_after_any_changes(steps: list[tuple[Any, ...]]) -> None:
     cluster = Cluster(lambda _pool, _nc: ())
+    seen: list[tuple[str, int, dict[str, Any]]] = []  # (store, its version, its objects then)
     for generation, op in enumerate(steps):
+        for store, values in (("pods", cluster.pods), ("claims", cluster.claims)):
+            seen.append((store, cluster.store_version(store), dict(values)))
         run_op(cluster, op, generation)
         assert cluster.state_nodes(5.0) == reference_state_nodes(cluster, 5.0)
+    for store, version, then in seen:  # every key stored, replaced or deleted since is named
+        now_values: dict[str, Any] = getattr(cluster, store)
+        changed = cluster.changed_since(store, version)
+        assert changed is not None and len(changed) == cluster.store_version(store) - version
+        assert {k for k in then.keys() | now_values.keys() if then.get(k) is not now_values.get(k)} <= set(
+            changed
+        )
     for now in TIMES:
         check_against_reference(cluster, now)
     # a Cluster built from pre-filled dicts indexes them too
@@ -417,3 +429,19 @@ def test_replaced_names_the_places_holding_other_objects() -> None:
     assert replaced((a, b, c), (a, b, c)) == []
     assert replaced((a, builders.pod("b"), c), (a, b, c)) == [1]  # equal, but another object
     assert replaced((c, b, a), (a, b, c)) == [0, 2]
+
+
+def test_a_journal_forgets_its_older_half_when_full(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster_mod, "_JOURNAL_MAX", 8)
+    cluster = Cluster(lambda _pool, _nc: ())
+    versions = []
+    for i in range(20):
+        versions.append(cluster.store_version("pods"))
+        cluster.apply(ObjectEvent.added(builders.pod(f"p{i}")))
+    assert cluster.changed_since("pods", versions[0]) is None  # forgotten
+    assert cluster.changed_since("pods", versions[-1]) == ["default/p19"]
+    assert cluster.changed_since("pods", versions[15]) == [f"default/p{i}" for i in range(15, 20)]
+    assert cluster.changed_since("pods", cluster.store_version("pods")) == []
+    assert cluster.changed_since("pods", cluster.store_version("pods") + 1) is None
+    cluster.apply(ObjectEvent.added(builders.node_claim("c1")))
+    assert cluster.changed_since("claims", 0) == ["c1"]
