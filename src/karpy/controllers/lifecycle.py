@@ -101,18 +101,29 @@ class NodeClaimLifecycle:
         # the claim names at the last clean-up of the per-claim tables: while the cluster hands
         # back the same tuple, no claim went, and every entry (all made for claims then known) stays
         self._cleaned_for: tuple[str, ...] | None = None
+        self._since: int | None = None  # the claims store version when the last pass began
+        self._open: set[str] = set()  # claims the last pass advanced that are not settled
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
         now = self.ctx.now()
         waits: list[float] = []
-        for name in self.ctx.cluster.claim_names():
-            claim = self.ctx.cluster.claims.get(name)
+        cluster = self.ctx.cluster
+        changed = cluster.changed_since("claims", self._since) if self._since is not None else None
+        self._since = cluster.store_version("claims")
+        # a claim neither changed since the last pass began nor advanced by it is one that pass
+        # skipped (settled, deleting or gone) and would skip again: only the others are visited
+        visit = cluster.claim_names() if changed is None else sorted(self._open.union(changed))
+        self._open = set()
+        for name in visit:
+            claim = cluster.claims.get(name)
             if claim is None or claim.deleting or self._settled.get(name) is claim:
                 continue
             wait = self._claim(claim, now)
             if wait is not None:
                 waits.append(wait)
+            if self._settled.get(name) is not cluster.claims.get(name):
+                self._open.add(name)
         names = self.ctx.cluster.claim_names()
         if names is not self._cleaned_for:  # claims came or went since the last clean-up
             known = set(names)
