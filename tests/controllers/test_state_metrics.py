@@ -69,6 +69,9 @@ def test_pending_gauges_and_startup_durations_follow_the_pods() -> None:
     assert value(world, "karpy_pods_pending") == 0
     assert value(world, "karpy_pods_startup_duration_seconds_count") == 3
     assert value(world, "karpy_pods_startup_duration_seconds_sum") == 40 + 5 + 2
+    world.kube.update(raw_pod("c", t0 + 30, started=t0 + 32, node="n2"))  # changed, observed already
+    controller.reconcile()
+    assert value(world, "karpy_pods_startup_duration_seconds_count") == 3
     world.kube.delete("Pod", "a", "default")
     controller.reconcile()
     world.kube.create(raw_pod("a", t0 + 30, started=t0 + 31, node="n1"))  # a new pod of the same name

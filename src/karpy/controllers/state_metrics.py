@@ -16,6 +16,8 @@ the cluster's pods changed (``Cluster.pods_version``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.model import labels
@@ -44,6 +46,7 @@ class StateMetrics:
         self._cost_versions: tuple[int, int, int] | None = None
         self._priced_with: dict[str, tuple[InstanceType, ...]] = {}
         self._nodes_version = -1  # the Nodes store version of the node counts last set
+        self._observed_at = -1  # Cluster.pods_version when pod startups were last observed
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
@@ -65,18 +68,30 @@ class StateMetrics:
         metrics.pending_pods.set(len(waiting))
         metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
         if changed:  # else every Running pod was observed already
-            started = self._started
-            pods = cluster.pods
-            running = [
-                (key, at, pod.created)
-                for key in pods.keys() - started  # (a set difference: not a walk over every pod)
-                if (pod := pods[key]).phase == "Running" and (at := pod.started) is not None
-            ]
-            for key, at, created in sorted(running, key=lambda r: r[0]):  # observed in key order
-                started.add(key)
-                metrics.pods_startup_duration.observe(max(0.0, at - created))
-            started.intersection_update(cluster.pods)
+            self._observe_started(cluster)
         return Result(requeue_after=self.interval)
+
+    def _observe_started(self, cluster: Cluster) -> None:
+        """Observe the startup of each pod Running for the first time (in key order), and forget
+        the pods gone: over the pods changed since the last pass when the cluster's journal still
+        holds them (a pod that did not change was looked at then), else over every pod."""
+        started = self._started
+        pods = cluster.pods
+        changed = cluster.changed_since("pods", self._observed_at) if self._observed_at >= 0 else None
+        self._observed_at = cluster.pods_version
+        keys: Iterable[str] = pods.keys() - started if changed is None else set(changed)
+        running = []
+        for key in keys:
+            pod = pods.get(key)
+            if pod is None:
+                started.discard(key)
+            elif key not in started and pod.phase == "Running" and pod.started is not None:
+                running.append((key, pod.started, pod.created))
+        for key, at, created in sorted(running, key=lambda r: r[0]):  # observed in key order
+            started.add(key)
+            self.ctx.metrics.pods_startup_duration.observe(max(0.0, at - created))
+        if changed is None:
+            started.intersection_update(pods)
 
     def _cost(self, cluster: Cluster) -> None:
         """``karpy_cluster_cost_per_hour``: set again unless the claims, NodePools, NodeClasses and
