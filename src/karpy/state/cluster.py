@@ -105,12 +105,15 @@ class Cluster:
         self._claim_states: dict[str, StateNode] = {}  # unjoined claim name -> its last StateNode
         # node names whose bound pods changed since ``_nodes_out`` was built, while only pods,
         # Nodes that keep their providerID (``_nodes_changed``: those), NodeClaims that keep
-        # their providerID and nodeName (``_claims_changed``) and deletion marks
-        # (``_marks_changed``) did; None after any other change to what state_nodes() reads
+        # their providerID and nodeName (``_claims_changed``), deletion marks (``_marks_changed``)
+        # and nominations (``_noms_changed``) did; None after any other change to what
+        # state_nodes() reads
         self._pods_moved: set[str] | None = None
         self._claims_changed: set[str] = set()
         self._nodes_changed: set[str] = set()  # Nodes replaced keeping their providerID (and so their join)
         self._marks_changed: set[str] = set()  # names marked or unmarked for deletion (no join changes)
+        self._noms_changed: set[str] = set()  # names whose nomination changed (or flipped with time)
+        self._nodes_now = 0.0  # the time ``_nodes_out`` was last brought up to
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
@@ -333,7 +336,7 @@ class Cluster:
         value = max(until, self.nominations.get(name, 0.0))
         if self.nominations.get(name) != value:
             self.nominations[name] = value
-            self._pods_moved = None
+            self._noms_changed.add(name)  # only the StateNodes holding the name change
             self._changed("nominations", state=True)
 
     def mark_for_deletion(self, *names: str) -> None:
@@ -457,11 +460,17 @@ class Cluster:
         no nomination deadline); a ``StateNode`` whose fields are all unchanged is reused.
         """
         version, lo, hi = self._nodes_key
-        if lo <= now < hi:
-            if version == self._state_version:
-                return self._nodes_out
-            if self._pods_moved is not None:
-                return self._repod(lo, hi)
+        within = lo <= now < hi
+        if within and version == self._state_version:
+            return self._nodes_out
+        then = self._nodes_now
+        # (past the 0.0 default of a name without a nomination, every name may flip: a full build)
+        if self._pods_moved is not None and (within or (then < 0.0) == (now < 0.0)):
+            if not within:  # a deadline crossed: only the names nominated until then flip
+                self._noms_changed.update(
+                    name for name, until in self.nominations.items() if (until > then) != (until > now)
+                )
+            return self._repod(now)
         nominations = self.nominations
         marked = self.marked_for_deletion
         node_names, claim_names = self.node_names(), self.claim_names()
@@ -530,27 +539,37 @@ class Cluster:
             a is b for a, b in zip(result, self._nodes_out, strict=True)
         ):
             result = self._nodes_out
+        self._nodes_out = result
+        self._positions = positions
+        self._claim_positions = claim_positions
+        self._pods_moved = set()
+        self._built(now)
+        return result
+
+    def _built(self, now: float) -> None:
+        """``_nodes_out`` holds for ``now``: key it with the times it holds for, and forget the
+        changes it took in."""
         # ``nominated`` is the same for every time in [lo, hi): no deadline (nor the 0.0
         # default of a name without one) lies in (now, t] or (t, now]
         lo, hi = -math.inf, math.inf
-        for until in (0.0, *nominations.values()):
+        for until in (0.0, *self.nominations.values()):
             if until > now:
                 hi = min(hi, until)
             else:
                 lo = max(lo, until)
-        self._nodes_out = result
         self._nodes_key = (self._state_version, lo, hi)
-        self._positions = positions
-        self._claim_positions = claim_positions
-        self._pods_moved = set()
+        self._nodes_now = now
+        assert self._pods_moved is not None
+        self._pods_moved.clear()
         self._claims_changed.clear()
         self._nodes_changed.clear()
         self._marks_changed.clear()
-        return result
+        self._noms_changed.clear()
 
-    def _repod(self, lo: float, hi: float) -> tuple[StateNode, ...]:
-        """``_nodes_out`` after only bound pods, and Nodes and NodeClaims keeping their joins,
-        changed: the StateNodes of those node names, Nodes and claims anew."""
+    def _repod(self, now: float) -> tuple[StateNode, ...]:
+        """``_nodes_out`` at ``now`` after only bound pods, Nodes and NodeClaims keeping their
+        joins, deletion marks and nominations (or ``now`` past a deadline) changed: the StateNodes
+        holding those names anew."""
         moved = self._pods_moved
         assert moved is not None
         out = list(self._nodes_out)
@@ -587,13 +606,24 @@ class Cluster:
                 if is_marked != old.marked_for_deletion:
                     self._replace(out, i, old.node, old.claim, old.pods, marked=is_marked)
                     changed = True
+        nominations = self.nominations
+        for name in self._noms_changed:
+            for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
+                old = out[i]
+                claim = old.claim
+                if old.node is not None:
+                    nominated = nominations.get(old.name, 0.0) > now or (
+                        claim is not None and nominations.get(claim.name, 0.0) > now
+                    )
+                else:
+                    assert claim is not None
+                    nominated = nominations.get(claim.name, 0.0) > now
+                if nominated != old.nominated:
+                    self._replace(out, i, old.node, claim, old.pods, nominated=nominated)
+                    changed = True
         if changed:
             self._nodes_out = tuple(out)
-        self._nodes_key = (self._state_version, lo, hi)
-        moved.clear()
-        self._claims_changed.clear()
-        self._nodes_changed.clear()
-        self._marks_changed.clear()
+        self._built(now)
         return self._nodes_out
 
     def _replace(
@@ -605,12 +635,14 @@ class Cluster:
         pods: tuple[Pod, ...],
         *,
         marked: bool | None = None,
+        nominated: bool | None = None,
     ) -> None:
-        """Put a StateNode with these parts and the flags of ``out[i]`` (``marked``: this deletion
-        mark instead) at ``i``."""
+        """Put a StateNode with these parts and the flags of ``out[i]`` (``marked``, ``nominated``:
+        this deletion mark, this nomination instead) at ``i``."""
         old = out[i]
         is_marked = old.marked_for_deletion if marked is None else marked
-        out[i] = state = StateNode(old.name, node, claim, pods, is_marked, old.nominated)
+        is_nominated = old.nominated if nominated is None else nominated
+        out[i] = state = StateNode(old.name, node, claim, pods, is_marked, is_nominated)
         if state.node is not None:
             self._node_states[state.name] = state
         else:
