@@ -470,7 +470,8 @@ class Cluster:
                 self._noms_changed.update(
                     name for name, until in self.nominations.items() if (until > then) != (until > now)
                 )
-            return self._repod(now)
+            # the same deadlines, and ``now`` between the same two: the same interval
+            return self._repod(now, (lo, hi) if within and not self._noms_changed else None)
         nominations = self.nominations
         marked = self.marked_for_deletion
         node_names, claim_names = self.node_names(), self.claim_names()
@@ -546,17 +547,20 @@ class Cluster:
         self._built(now)
         return result
 
-    def _built(self, now: float) -> None:
-        """``_nodes_out`` holds for ``now``: key it with the times it holds for, and forget the
-        changes it took in."""
-        # ``nominated`` is the same for every time in [lo, hi): no deadline (nor the 0.0
-        # default of a name without one) lies in (now, t] or (t, now]
-        lo, hi = -math.inf, math.inf
-        for until in (0.0, *self.nominations.values()):
-            if until > now:
-                hi = min(hi, until)
-            else:
-                lo = max(lo, until)
+    def _built(self, now: float, interval: tuple[float, float] | None = None) -> None:
+        """``_nodes_out`` holds for ``now``: key it with the times it holds for (``interval``,
+        when known), and forget the changes it took in."""
+        if interval is None:
+            # ``nominated`` is the same for every time in [lo, hi): no deadline (nor the 0.0
+            # default of a name without one) lies in (now, t] or (t, now]
+            lo, hi = -math.inf, math.inf
+            for until in (0.0, *self.nominations.values()):
+                if until > now:
+                    hi = min(hi, until)
+                else:
+                    lo = max(lo, until)
+        else:
+            lo, hi = interval
         self._nodes_key = (self._state_version, lo, hi)
         self._nodes_now = now
         assert self._pods_moved is not None
@@ -566,7 +570,7 @@ class Cluster:
         self._marks_changed.clear()
         self._noms_changed.clear()
 
-    def _repod(self, now: float) -> tuple[StateNode, ...]:
+    def _repod(self, now: float, interval: tuple[float, float] | None) -> tuple[StateNode, ...]:
         """``_nodes_out`` at ``now`` after only bound pods, Nodes and NodeClaims keeping their
         joins, deletion marks and nominations (or ``now`` past a deadline) changed: the StateNodes
         holding those names anew."""
@@ -623,7 +627,7 @@ class Cluster:
                     changed = True
         if changed:
             self._nodes_out = tuple(out)
-        self._built(now)
+        self._built(now, interval)
         return self._nodes_out
 
     def _replace(
