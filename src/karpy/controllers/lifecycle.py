@@ -124,7 +124,7 @@ class NodeClaimLifecycle:
                 waits.append(wait)
             if self._settled.get(name) is not cluster.claims.get(name):
                 self._open.add(name)
-        names = self.ctx.cluster.claim_names()
+        names = cluster.claim_names()
         if names is not self._cleaned_for:  # claims came or went since the last clean-up
             known = set(names)
             for store in (self._attempts, self._retry_at):

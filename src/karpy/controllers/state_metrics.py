@@ -46,7 +46,6 @@ class StateMetrics:
         self._cost_versions: tuple[int, int, int] | None = None
         self._priced_with: dict[str, tuple[InstanceType, ...]] = {}
         self._nodes_version = -1  # the Nodes store version of the node counts last set
-        self._observed_at = -1  # Cluster.pods_version when pod startups were last observed
 
     def reconcile(self) -> Result:
         cluster = self.ctx.cluster
@@ -58,7 +57,8 @@ class StateMetrics:
             self._nodes_version = nodes_version
             self._node_counts(cluster)
         now = self.ctx.now()
-        changed = cluster.pods_version != self._pods_version
+        since = self._pods_version  # (-1 before the first pass)
+        changed = cluster.pods_version != since
         if changed:
             self._pods_version = cluster.pods_version
             self._waiting = [
@@ -68,17 +68,16 @@ class StateMetrics:
         metrics.pending_pods.set(len(waiting))
         metrics.pending_oldest_age.set(max((now - p.created for p in waiting), default=0.0))
         if changed:  # else every Running pod was observed already
-            self._observe_started(cluster)
+            self._observe_started(cluster, since)
         return Result(requeue_after=self.interval)
 
-    def _observe_started(self, cluster: Cluster) -> None:
+    def _observe_started(self, cluster: Cluster, since: int) -> None:
         """Observe the startup of each pod Running for the first time (in key order), and forget
-        the pods gone: over the pods changed since the last pass when the cluster's journal still
-        holds them (a pod that did not change was looked at then), else over every pod."""
+        the pods gone: over the pods changed since ``since`` (the pods version the last look was
+        at) when the cluster's journal still holds them, else over every pod."""
         started = self._started
         pods = cluster.pods
-        changed = cluster.changed_since("pods", self._observed_at) if self._observed_at >= 0 else None
-        self._observed_at = cluster.pods_version
+        changed = cluster.changed_since("pods", since) if since >= 0 else None
         keys: Iterable[str] = pods.keys() - started if changed is None else set(changed)
         running = []
         for key in keys:
