@@ -11,6 +11,7 @@ called by :mod:`karpy.api.load`. The other schema modules import the structs.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 import types
 import typing
@@ -69,7 +70,7 @@ class K8sModel(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _drop_nulls(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, dict) and None in data.values():
             return {k: v for k, v in data.items() if v is not None}
         return data
 
@@ -178,6 +179,17 @@ GoDuration = Annotated[
 
 def parse_time(value: Any) -> float:
     """POSIX seconds (UTC) of an RFC3339 time (a string, a datetime or a number)."""
+    return _parse_text(value) if type(value) is str else _parse_time(value)
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse_text(value: str) -> float:
+    """A watch sees the same timestamps (creation, transitions) on every event of an object:
+    each text is parsed once (a bad one raises every time: errors are not cached)."""
+    return _parse_time(value)
+
+
+def _parse_time(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected an RFC3339 time, got {value!r}")
     if isinstance(value, int | float):
@@ -226,9 +238,9 @@ class ObjectMeta(K8sModel):
     generate_name: str = ""
     namespace: str = ""
     uid: str = ""
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
-    owner_references: list[OwnerReference] = []
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    owner_references: list[OwnerReference] = Field(default_factory=list)
     creation_timestamp: Time | None = None
     deletion_timestamp: Time | None = None
 
@@ -236,7 +248,7 @@ class ObjectMeta(K8sModel):
 class LabelSelectorRequirement(K8sModel):
     key: str
     operator: Annotated[str, one_of("In", "NotIn", "Exists", "DoesNotExist")]
-    values: list[str] = []
+    values: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _values_match_operator(self) -> LabelSelectorRequirement:
@@ -248,8 +260,8 @@ class LabelSelectorRequirement(K8sModel):
 
 
 class LabelSelector(K8sModel):
-    match_labels: dict[str, str] = {}
-    match_expressions: list[LabelSelectorRequirement] = []
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelSelectorRequirement] = Field(default_factory=list)
 
 
 def _is_int(text: str, *, signed: bool) -> bool:
@@ -262,7 +274,7 @@ class NodeSelectorRequirement(K8sModel):
 
     key: str
     operator: Annotated[str, one_of("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")]
-    values: list[str] = []
+    values: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _values_match_operator(self) -> NodeSelectorRequirement:
@@ -297,7 +309,7 @@ class NodeSelectorRequirementWithMinValues(K8sModel):
 
     key: str
     operator: Annotated[str, one_of("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt", "Gte", "Lte")]
-    values: list[str] = []
+    values: list[str] = Field(default_factory=list)
     min_values: Annotated[int | None, between(1, 50)] = None
 
     @model_validator(mode="after")

@@ -8,8 +8,6 @@ model objects by :mod:`karpy.api.convert`; :mod:`karpy.api.apps_v1` reuses
 :class:`PodTemplateSpec`.
 """
 
-# ruff: noqa: RUF012  (pydantic copies mutable defaults per instance)
-
 from __future__ import annotations
 
 from typing import Annotated, Literal
@@ -50,20 +48,20 @@ class ContainerPort(common.K8sModel):
 
 
 class ResourceRequirements(common.K8sModel):
-    requests: common.ResourceList = {}
-    limits: common.ResourceList = {}
+    requests: common.ResourceList = Field(default_factory=dict)
+    limits: common.ResourceList = Field(default_factory=dict)
 
 
 class Container(common.K8sModel):
     name: str = ""
     resources: ResourceRequirements = ResourceRequirements()
-    ports: list[ContainerPort] = []
+    ports: list[ContainerPort] = Field(default_factory=list)
     restart_policy: str = ""  # "Always" on an init container makes it a sidecar
 
 
 class NodeSelectorTerm(common.K8sModel):
-    match_expressions: list[common.NodeSelectorRequirement] = []
-    match_fields: list[common.NodeSelectorRequirement] = []
+    match_expressions: list[common.NodeSelectorRequirement] = Field(default_factory=list)
+    match_fields: list[common.NodeSelectorRequirement] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _fields_are_names(self) -> NodeSelectorTerm:
@@ -91,11 +89,11 @@ class NodeAffinity(common.K8sModel):
 
 class PodAffinityTerm(common.K8sModel):
     label_selector: common.LabelSelector | None = None
-    namespaces: list[str] = []
+    namespaces: list[str] = Field(default_factory=list)
     namespace_selector: common.LabelSelector | None = None
     topology_key: Annotated[str, Field(min_length=1)]
-    match_label_keys: list[str] = []
-    mismatch_label_keys: list[str] = []
+    match_label_keys: list[str] = Field(default_factory=list)
+    mismatch_label_keys: list[str] = Field(default_factory=list)
 
 
 class WeightedPodAffinityTerm(common.K8sModel):
@@ -124,7 +122,7 @@ class TopologySpreadConstraint(common.K8sModel):
     min_domains: Annotated[int | None, common.at_least(1)] = None
     node_affinity_policy: Annotated[str, common.one_of("Honor", "Ignore")] = "Honor"
     node_taints_policy: Annotated[str, common.one_of("Honor", "Ignore")] = "Ignore"
-    match_label_keys: list[str] = []
+    match_label_keys: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _min_domains_needs_do_not_schedule(self) -> TopologySpreadConstraint:
@@ -141,16 +139,16 @@ class SchedulingGate(common.K8sModel):
 
 class PodSpec(common.K8sModel):
     node_name: str = ""
-    node_selector: dict[str, str] = {}
+    node_selector: dict[str, str] = Field(default_factory=dict)
     affinity: Affinity | None = None
-    tolerations: list[common.Toleration] = []
-    topology_spread_constraints: list[TopologySpreadConstraint] = []
-    containers: list[Container] = []
-    init_containers: list[Container] = []
-    overhead: common.ResourceList = {}
+    tolerations: list[common.Toleration] = Field(default_factory=list)
+    topology_spread_constraints: list[TopologySpreadConstraint] = Field(default_factory=list)
+    containers: list[Container] = Field(default_factory=list)
+    init_containers: list[Container] = Field(default_factory=list)
+    overhead: common.ResourceList = Field(default_factory=dict)
     priority: int | None = None
     priority_class_name: str = ""
-    scheduling_gates: list[SchedulingGate] = []
+    scheduling_gates: list[SchedulingGate] = Field(default_factory=list)
     termination_grace_period_seconds: Annotated[int | None, common.at_least(0)] = None
     host_network: bool = False
 
@@ -159,7 +157,7 @@ class PodStatus(common.K8sModel):
     phase: str = "Pending"
     nominated_node_name: str = ""
     start_time: common.Time | None = None
-    conditions: list[common.Condition] = []
+    conditions: list[common.Condition] = Field(default_factory=list)
 
 
 class Pod(common.K8sModel):
@@ -171,8 +169,8 @@ class Pod(common.K8sModel):
 
 
 class PodTemplateMeta(common.K8sModel):
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
 
 
 class PodTemplateSpec(common.K8sModel):
@@ -183,13 +181,13 @@ class PodTemplateSpec(common.K8sModel):
 class NodeSpec(common.K8sModel):
     provider_id: str = Field("", alias="providerID")
     unschedulable: bool = False
-    taints: list[common.Taint] = []
+    taints: list[common.Taint] = Field(default_factory=list)
 
 
 class NodeStatus(common.K8sModel):
     capacity: common.ResourceList | None = None
     allocatable: common.ResourceList | None = None
-    conditions: list[common.Condition] = []
+    conditions: list[common.Condition] = Field(default_factory=list)
 
 
 class Node(common.K8sModel):

@@ -7,8 +7,6 @@ duration, reasons), the consolidation policy and duration syntax. Parsed by
 :mod:`karpy.api.load`, converted by :mod:`karpy.api.convert`.
 """
 
-# ruff: noqa: RUF012  (pydantic copies mutable defaults per instance)
-
 from __future__ import annotations
 
 import re
@@ -100,8 +98,8 @@ class NodeClassReference(common.K8sModel):
 
 
 class TemplateMeta(common.K8sModel):
-    labels: dict[str, str] = {}
-    annotations: dict[str, str] = {}
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _labels_allowed(self) -> TemplateMeta:
@@ -126,9 +124,9 @@ def _check_keys(requirements: list[common.NodeSelectorRequirementWithMinValues],
 
 
 class NodeClaimTemplateSpec(common.K8sModel):
-    requirements: Requirements = []
-    taints: list[common.Taint] = []
-    startup_taints: list[common.Taint] = []
+    requirements: Requirements = Field(default_factory=list)
+    taints: list[common.Taint] = Field(default_factory=list)
+    startup_taints: list[common.Taint] = Field(default_factory=list)
     node_class_ref: NodeClassReference
     expire_after: common.NillableDuration = "720h"
     termination_grace_period: common.Duration | None = None
@@ -162,7 +160,7 @@ class Budget(common.K8sModel):
     nodes: Annotated[common.IntOrString, AfterValidator(_budget_nodes)] = "10%"
     schedule: Annotated[str, AfterValidator(_schedule)] | None = None
     duration: common.BudgetDuration | None = None
-    reasons: list[Annotated[str, common.one_of(*_REASONS)]] = []
+    reasons: list[Annotated[str, common.one_of(*_REASONS)]] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _schedule_with_duration(self) -> Budget:
@@ -178,7 +176,7 @@ class Disruption(common.K8sModel):
         str, common.one_of("WhenEmpty", "WhenEmptyOrUnderutilized", "Balanced")
     ] = "WhenEmptyOrUnderutilized"
     consolidate_after: common.NillableDuration = "0s"
-    budgets: Annotated[list[Budget], Field(max_length=50)] = [Budget()]
+    budgets: Annotated[list[Budget], Field(max_length=50)] = Field(default_factory=lambda: [Budget()])
 
 
 class NodePoolSpec(common.K8sModel):
@@ -197,13 +195,13 @@ class NodePool(common.K8sModel):
 
 
 class NodeClaimResources(common.K8sModel):
-    requests: common.ResourceList = {}
+    requests: common.ResourceList = Field(default_factory=dict)
 
 
 class NodeClaimSpec(common.K8sModel):
-    requirements: Requirements = []
-    taints: list[common.Taint] = []
-    startup_taints: list[common.Taint] = []
+    requirements: Requirements = Field(default_factory=list)
+    taints: list[common.Taint] = Field(default_factory=list)
+    startup_taints: list[common.Taint] = Field(default_factory=list)
     node_class_ref: NodeClassReference
     resources: NodeClaimResources = NodeClaimResources()
     expire_after: common.NillableDuration | None = None
@@ -219,9 +217,9 @@ class NodeClaimStatus(common.K8sModel):
     provider_id: str = Field("", alias="providerID")
     node_name: str = ""
     image_id: str = Field("", alias="imageID")
-    capacity: common.ResourceList = {}
-    allocatable: common.ResourceList = {}
-    conditions: list[common.Condition] = []
+    capacity: common.ResourceList = Field(default_factory=dict)
+    allocatable: common.ResourceList = Field(default_factory=dict)
+    conditions: list[common.Condition] = Field(default_factory=list)
     last_pod_event_time: common.Time | None = None
 
 
