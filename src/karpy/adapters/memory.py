@@ -124,6 +124,40 @@ def _scaled(value: Any, total: int, *, round_up: bool) -> int:
     return int(text)
 
 
+def _counted(pod: RawObject) -> tuple[int, int]:
+    """What a pod adds to a PDB's (expected, healthy) pods: (0, 0) when it is terminating or
+    terminal, else (1, 1 if it is ready)."""
+    if pod["metadata"].get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+        return 0, 0
+    return 1, int(_ready(pod))
+
+
+class _Selected:
+    """The pods a PDB's selector picks (by key, as stored) and how many of them count as
+    expected and as healthy, kept as they are stored and dropped (stored objects are replaced
+    on every write, never changed in place)."""
+
+    __slots__ = ("expected", "healthy", "pods", "selector")
+
+    def __init__(self, selector: Any) -> None:
+        self.selector = selector
+        self.pods: dict[Key, tuple[int, int]] = {}  # key -> what it adds to the counts
+        self.expected = 0
+        self.healthy = 0
+
+    def put(self, key: Key, pod: RawObject) -> None:
+        self.pop(key)
+        added = self.pods[key] = _counted(pod)
+        self.expected += added[0]
+        self.healthy += added[1]
+
+    def pop(self, key: Key) -> None:
+        held = self.pods.pop(key, None)
+        if held is not None:
+            self.expected -= held[0]
+            self.healthy -= held[1]
+
+
 class MemoryKube:
     """The in-memory API server. Satisfies :class:`karpy.ports.KubeAPI`."""
 
@@ -132,9 +166,9 @@ class MemoryKube:
         self._objects: dict[Key, RawObject] = {}
         # the same objects per kind, in the same order: lists and selections read one kind only
         self._kinds: dict[str, dict[Key, RawObject]] = {}
-        # namespace -> PDB key -> (its selector, the pods of the namespace it selects): kept as
-        # pods and PDBs are stored and dropped, so an eviction reads one PDB's pods, not all pods
-        self._pdb_pods: dict[str, dict[Key, tuple[Any, dict[Key, RawObject]]]] = {}
+        # namespace -> PDB key -> the pods of the namespace it selects, with their counts: kept
+        # as pods and PDBs are stored and dropped, so an eviction reads no pod at all
+        self._pdb_pods: dict[str, dict[Key, _Selected]] = {}
         self._rv = itertools.count(1)
         self._uid = itertools.count(1)
         self._names = itertools.count(1)
@@ -230,29 +264,29 @@ class MemoryKube:
             budgets = self._pdb_pods.get(key[1])
             if budgets:
                 labels = obj["metadata"].get("labels") or {}
-                for selector, selected in budgets.values():
-                    if _matches(selector, labels):
-                        selected[key] = obj
+                for selected in budgets.values():
+                    if _matches(selected.selector, labels):
+                        selected.put(key, obj)
                     else:
-                        selected.pop(key, None)
+                        selected.pop(key)
         elif key[0] == "PodDisruptionBudget":
             selector = (obj.get("spec") or {}).get("selector")
-            self._pdb_pods.setdefault(key[1], {})[key] = (selector, self._selected(key[1], selector))
+            self._pdb_pods.setdefault(key[1], {})[key] = self._selected(key[1], selector)
 
-    def _selected(self, namespace: str, selector: Any) -> dict[Key, RawObject]:
+    def _selected(self, namespace: str, selector: Any) -> _Selected:
         """The stored pods of ``namespace`` that ``selector`` (a PDB's) picks."""
-        return {
-            k: pod
-            for k, pod in self._kinds.get("Pod", {}).items()
-            if k[1] == namespace and _matches(selector, pod["metadata"].get("labels") or {})
-        }
+        selected = _Selected(selector)
+        for k, pod in self._kinds.get("Pod", {}).items():
+            if k[1] == namespace and _matches(selector, pod["metadata"].get("labels") or {}):
+                selected.put(k, pod)
+        return selected
 
     def _drop(self, key: Key) -> None:
         del self._objects[key]
         del self._kinds[key[0]][key]
         if key[0] == "Pod":
-            for _, selected in self._pdb_pods.get(key[1], {}).values():
-                selected.pop(key, None)
+            for selected in self._pdb_pods.get(key[1], {}).values():
+                selected.pop(key)
         elif key[0] == "PodDisruptionBudget":
             del self._pdb_pods[key[1]][key]
 
@@ -326,16 +360,9 @@ class MemoryKube:
         selector = spec.get("selector")
         key = self._key("PodDisruptionBudget", pdb["metadata"].get("name", ""), namespace)
         held = self._pdb_pods.get(namespace, {}).get(key)
-        if held is None or held[0] != selector:  # not a stored PDB (or not as stored): select anew
-            held = (selector, self._selected(namespace, selector))
-        pods = [
-            obj
-            for obj in held[1].values()
-            if not obj["metadata"].get("deletionTimestamp")
-            and (obj.get("status") or {}).get("phase") not in TERMINAL_PHASES
-        ]
-        expected = len(pods)
-        healthy = sum(1 for p in pods if _ready(p))
+        if held is None or held.selector != selector:  # not a stored PDB (or not as stored): select anew
+            held = self._selected(namespace, selector)
+        expected, healthy = held.expected, held.healthy
         if "minAvailable" in spec:
             desired = _scaled(spec["minAvailable"], expected, round_up=True)
         elif "maxUnavailable" in spec:

@@ -153,6 +153,15 @@ _pdb_ops = st.lists(
 @given(_pdb_ops)
 @example([("pod", 0, "a", "ns"), ("pod", 1, "a", "ns"), ("pdb", 0, "a", "ns"), ("relabel", 0, "b", "ns")])
 @example([("pod", 0, "a", "ns"), ("pod", 1, "a", "ns"), ("pdb", 0, "a", "ns"), ("delete", 0, "a", "ns")])
+@example(
+    [
+        ("pod", 0, "a", "ns"),
+        ("pod", 1, "a", "ns"),
+        ("pod", 2, "a", "ns"),
+        ("pdb", 0, "a", "ns"),
+        ("delete", 2, "a", "ns"),
+    ]
+)
 def test_pdb_allowed_from_the_index_equals_a_walk_over_every_pod(
     ops: list[tuple[str, int, str, str]],
 ) -> None:
@@ -166,7 +175,13 @@ def test_pdb_allowed_from_the_index_equals_a_walk_over_every_pod(
                 kube.create(
                     {
                         "kind": "Pod",
-                        "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+                        "metadata": {
+                            "name": name,
+                            "namespace": ns,
+                            "labels": {"app": app},
+                            # p2 is held by a finalizer: deleting it leaves it terminating
+                            "finalizers": ["example.com/hold"] if n == 2 else [],
+                        },
                         "status": {"phase": "Running"},
                     }
                 )
