@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import heapq
 import json
 import math
 import uuid
@@ -370,8 +371,10 @@ class Workloads:
         if wanted > 0:
             counts = self._counts(wl)
         if counts.new > wl.replicas:
-            new = [p for p in active() if p.hash == wl.hash]
-            for pod in new[: len(new) - wl.replicas]:
+            new = [p for p in wl.pods.values() if p.active and p.hash == wl.hash]
+            # the first len(new) - replicas in deletion order (what sorting them all and taking
+            # the head gives, without sorting them all)
+            for pod in heapq.nsmallest(len(new) - wl.replicas, new, key=_Pod.rank):
                 self._delete(wl, pod)
             counts = self._counts(wl)
         if not counts.old:
