@@ -130,7 +130,7 @@ class Memo:
         self._prices = _Store()  # (id(type), zone/capacity-type labels) -> (type, price)
         self._hashes = _Store()  # id(pool) -> (pool, hash)
         self._conflicts = _Store()  # (node labels, pool requirements, pool labels) -> (conflicts,)
-        # (id(Node labels), id(NodeClaim labels), id(pool), claim-only name) -> (those, conflicts)
+        # (id(Node labels), id(NodeClaim labels), id(drift token), claim-only name) -> (those, conflicts)
         self._conflict_ids = _Store()
         self._stores = (
             self._pods,
@@ -286,15 +286,17 @@ class Memo:
         It reads only the node's labels and the pool's requirements and template labels (all
         in order: the conflicts list follows it), and a NodePool object is replaced on every
         status update, so the key is those values. Before building that key, the same label
-        maps and NodePool object as an earlier call give that call's answer.
+        maps and NodePool values (their token: one object per distinct values, whatever the
+        NodePool object) as an earlier call give that call's answer.
         """
         node_labels = node.node.labels if node.node is not None else None
         claim_labels = node.claim.labels if node.claim is not None else None
+        token = self._drift_token(pool)
         # a StateNode's labels are made of these two maps (and its name, without a Node): the
         # same objects, the same labels, whatever else of the StateNode changed
-        ident = (id(node_labels), id(claim_labels), id(pool), node.name if node_labels is None else "")
+        ident = (id(node_labels), id(claim_labels), id(token), node.name if node_labels is None else "")
         held = self._conflict_ids.get(ident)
-        if held is not None and held[0] is node_labels and held[1] is claim_labels and held[2] is pool:
+        if held is not None and held[0] is node_labels and held[1] is claim_labels and held[2] is token:
             cached: str | None = held[3]
             return cached
         key = (tuple(node.labels.items()), pool.requirements, tuple(pool.labels.items()))
@@ -304,7 +306,7 @@ class Memo:
         else:
             found = drift.requirement_conflicts(node, pool)
             self._conflicts.cur[key] = (found,)
-        self._conflict_ids.cur[ident] = (node_labels, claim_labels, pool, found)
+        self._conflict_ids.cur[ident] = (node_labels, claim_labels, token, found)
         return found
 
     def drift_reason(self, node: StateNode, pool: NodePool) -> str | None:

@@ -279,6 +279,27 @@ def test_a_pool_hash_is_recomputed_for_a_changed_pool() -> None:
     assert memo.pool_hash(changed) == drift.pool_hash(changed) != drift.pool_hash(pool)
 
 
+def test_conflicts_for_a_copy_of_the_pool_reuse_the_entry_of_its_label_maps() -> None:
+    """A NodePool object is replaced on every status write: a copy with the same values answers
+    from the entry kept for the node's label maps (no new entry); other values are asked anew."""
+    memo = Memo()
+    memo.begin(Snapshot())
+    pool = b.disruption_pool("p")
+    the_node, claim = b.managed_node("n1", zone=b.ZONES[0])
+    node = StateNode(name="n1", node=the_node, claim=claim)
+
+    def entries() -> int:
+        return len(memo._conflict_ids) + len(memo._conflicts)
+
+    assert memo.conflicts(node, pool) is None
+    held = entries()
+    assert memo.conflicts(node, dataclasses.replace(pool)) is None
+    assert entries() == held
+    moved = dataclasses.replace(pool, requirements=(*pool.requirements, Requirement.in_(wk.ZONE, b.ZONES[1])))
+    assert memo.conflicts(node, moved) == drift.requirement_conflicts(node, moved) is not None
+    assert entries() == held + 2
+
+
 def test_the_memo_stays_bounded_under_churn() -> None:
     """Objects unused for two generations are dropped: all-new pods every pass do not pile up."""
     pool = b.disruption_pool("default")
