@@ -44,6 +44,7 @@ from karpy.state.events import DELETED, ObjectEvent
 __all__ = ["Cluster", "InstanceTypeSource", "replaced"]
 
 _JOURNAL_MAX = 65536  # changes a journal holds before it forgets the older half
+_NOMINATIONS_KEPT = 1024  # nominations held before the expired ones of names gone are dropped
 
 InstanceTypeSource = Callable[[NodePool, "NodeClass | None"], tuple[InstanceType, ...]]
 
@@ -114,6 +115,7 @@ class Cluster:
         self._marks_changed: set[str] = set()  # names marked or unmarked for deletion (no join changes)
         self._noms_changed: set[str] = set()  # names whose nomination changed (or flipped with time)
         self._nodes_now = 0.0  # the time ``_nodes_out`` was last brought up to
+        self._nominations_limit = _NOMINATIONS_KEPT  # see ``_prune_nominations``
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
@@ -569,6 +571,20 @@ class Cluster:
         self._nodes_changed.clear()
         self._marks_changed.clear()
         self._noms_changed.clear()
+        if len(self.nominations) > self._nominations_limit:
+            self._prune_nominations(now)
+
+    def _prune_nominations(self, now: float) -> None:
+        """Drop the nominations that no StateNode can read any more: expired at ``now`` and of a
+        name no Node or NodeClaim has. Every launch nominates its claim, so without this the
+        table (walked by full builds) would grow for as long as the process runs. Run when the
+        table has doubled since the last pruning, so its cost is spread over the nominations."""
+        nodes, claims, nominations = self.nodes, self.claims, self.nominations
+        for name in [
+            n for n, until in nominations.items() if until <= now and n not in nodes and n not in claims
+        ]:
+            del nominations[name]
+        self._nominations_limit = max(_NOMINATIONS_KEPT, 2 * len(nominations))
 
     def _repod(self, now: float, interval: tuple[float, float] | None) -> tuple[StateNode, ...]:
         """``_nodes_out`` at ``now`` after only bound pods, Nodes and NodeClaims keeping their

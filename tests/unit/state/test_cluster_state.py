@@ -313,6 +313,26 @@ def test_default_nomination_time_counts_for_negative_now() -> None:
     assert all(n.nominated for n in cluster.state_nodes(-1.0))  # 0.0 > -1: as before
 
 
+def test_expired_nominations_of_names_gone_are_dropped_once_the_table_doubles() -> None:
+    """Every launch nominates its claim: the table must not grow for as long as the process runs.
+    Only what no StateNode can read goes (expired, of a name no Node or NodeClaim has)."""
+    from karpy.state.cluster import _NOMINATIONS_KEPT
+
+    cluster = make_cluster()
+    cluster.nominate("n2", 30.0)  # a Node's: kept although expired (a query back in time reads it)
+    cluster.nominate("n1-claim", 20.0)  # a NodeClaim's: kept as well
+    cluster.nominate("inflight", 500.0)  # not expired: kept
+    gone = [f"gone-{i}" for i in range(2 * _NOMINATIONS_KEPT)]
+    for i, name in enumerate(gone):
+        cluster.nominate(name, 40.0 + i % 7)
+    cluster.nominate(gone[0], 900.0)  # gone, but not expired: kept
+    assert [n.nominated for n in cluster.state_nodes(100.0)] == [False, False, True]
+    assert set(cluster.nominations) == {"n2", "n1-claim", "inflight", gone[0]}
+    assert [n.nominated for n in cluster.state_nodes(10.0)] == [True, True, True]  # back in time
+    cluster.nominate("gone-1", 200.0)  # a gone name nominated again counts from scratch
+    assert cluster.nominations["gone-1"] == 200.0
+
+
 def test_snapshot_reuses_its_sorted_tuples_while_unchanged() -> None:
     cluster = make_cluster()
     cluster.apply(ObjectEvent.added(builders.node_pool("default")))
