@@ -62,6 +62,16 @@ def _is_marked(marked: set[str], node_name: str | None, claim: NodeClaim | None)
     return (node_name is not None and node_name in marked) or (claim is not None and claim.name in marked)
 
 
+def _is_nominated(
+    nominations: dict[str, float], node_name: str | None, claim: NodeClaim | None, now: float
+) -> bool:
+    """A StateNode's nomination at ``now``: a Node's (``node_name``) is its own name's or its
+    claim's; an unjoined claim's (``node_name`` None) is the claim name's alone."""
+    return (node_name is not None and nominations.get(node_name, 0.0) > now) or (
+        claim is not None and nominations.get(claim.name, 0.0) > now
+    )
+
+
 @dataclass
 class Cluster:
     instance_types: InstanceTypeSource
@@ -496,9 +506,7 @@ class Cluster:
                 claim_positions.setdefault(claim.name, []).append(len(out))
             pods = self._bound_pods(name)
             is_marked = _is_marked(marked, name, claim)
-            nominated = nominations.get(name, 0.0) > now or (
-                claim is not None and nominations.get(claim.name, 0.0) > now
-            )
+            nominated = _is_nominated(nominations, name, claim, now)
             state = previous.get(name)
             if not (
                 state is not None
@@ -520,7 +528,7 @@ class Cluster:
             node_name = claim.node_name or claim.name
             pods = self._bound_pods(node_name)
             is_marked = _is_marked(marked, None, claim)
-            nominated = nominations.get(claim_name, 0.0) > now
+            nominated = _is_nominated(nominations, None, claim, now)
             state = previous.get(claim_name)
             if not (
                 state is not None
@@ -552,6 +560,8 @@ class Cluster:
     def _built(self, now: float, interval: tuple[float, float] | None = None) -> None:
         """``_nodes_out`` holds for ``now``: key it with the times it holds for (``interval``,
         when known), and forget the changes it took in."""
+        if len(self.nominations) > self._nominations_limit:  # (before the walk below)
+            self._prune_nominations(now)
         if interval is None:
             # ``nominated`` is the same for every time in [lo, hi): no deadline (nor the 0.0
             # default of a name without one) lies in (now, t] or (t, now]
@@ -571,8 +581,6 @@ class Cluster:
         self._nodes_changed.clear()
         self._marks_changed.clear()
         self._noms_changed.clear()
-        if len(self.nominations) > self._nominations_limit:
-            self._prune_nominations(now)
 
     def _prune_nominations(self, now: float) -> None:
         """Drop the nominations that no StateNode can read any more: expired at ``now`` and of a
@@ -630,16 +638,11 @@ class Cluster:
         for name in self._noms_changed:
             for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
                 old = out[i]
-                claim = old.claim
-                if old.node is not None:
-                    nominated = nominations.get(old.name, 0.0) > now or (
-                        claim is not None and nominations.get(claim.name, 0.0) > now
-                    )
-                else:
-                    assert claim is not None
-                    nominated = nominations.get(claim.name, 0.0) > now
+                nominated = _is_nominated(
+                    nominations, old.name if old.node is not None else None, old.claim, now
+                )
                 if nominated != old.nominated:
-                    self._replace(out, i, old.node, claim, old.pods, nominated=nominated)
+                    self._replace(out, i, old.node, old.claim, old.pods, nominated=nominated)
                     changed = True
         if changed:
             self._nodes_out = tuple(out)
