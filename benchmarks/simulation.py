@@ -17,7 +17,7 @@ Cases:
 
 Each run builds a fresh world (``runner.run``), so the scenario parsing and catalog load are
 outside the timer but the whole virtual-time run is inside. ``--json OUT`` writes every figure
-(wall, CPU, the run's summary figures without the time series). Never run by CI: ``make bench``
+(wall, CPU, the CPU of each virtual day, the run's summary figures without the time series). Never run by CI: ``make bench``
 runs it after the scheduling benchmark.
 """
 
@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
+import math
 import os
 import platform
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -251,20 +253,49 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
 
 
+class DaySplit:
+    """CPU seconds spent on each virtual day of a run, from the runner's progress reports.
+
+    The runner reports every 10 virtual minutes (and at the end), so a day's figure runs from the
+    first report at or past its start to the first report at or past its end: the split is as fine
+    as those reports, and the figures add up to the run's CPU time."""
+
+    def __init__(self, cpu: Callable[[], float] = time.process_time) -> None:
+        self._cpu = cpu
+        self._start = cpu()
+        self._marks: list[float] = []  # CPU time at the first report at or past the end of day 1, 2, ...
+
+    def __call__(self, done: float) -> None:
+        crossed = int(done // DAY) - len(self._marks)  # day ends reached since the last report
+        if crossed > 0:
+            self._marks.extend([self._cpu()] * crossed)
+
+    def days(self, total: float, end: float | None = None) -> list[float]:
+        """The figure of each of the ``ceil(total / DAY)`` days of a run of ``total`` virtual seconds
+        (a last partial day included), the last one ending at ``end`` (default: now)."""
+        count = max(1, math.ceil(total / DAY))
+        stop = self._cpu() if end is None else end
+        edges = [self._start, *self._marks[: count - 1], stop]
+        return [round(b - a, 2) for a, b in itertools.pairwise(edges)]
+
+
 def run(case: str, mode: str, *, until: float | None = None, progress: bool = False) -> dict[str, Any]:
     scenario = _load(case)
     seconds = _until(case, until)
     last = [time.perf_counter()]
 
     def report(done: float, total: float) -> None:
+        split(done)
         now = time.perf_counter()
         if progress and now - last[0] > 10:
             last[0] = now
             print(f"  {case} {mode}: {done / HOUR:.1f} h of {total / HOUR:.1f} h", file=sys.stderr)
 
     began, cpu = time.perf_counter(), time.process_time()
+    split = DaySplit()  # (read by ``report``)
     result = runner.run(scenario, seed=1, until=seconds, mode=mode, progress=report)
-    wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+    ended = time.process_time()
+    wall, cpu = time.perf_counter() - began, ended - cpu
     figures = {k: v for k, v in result.figures.items() if k != "series"}
     return {
         "case": case,
@@ -272,6 +303,7 @@ def run(case: str, mode: str, *, until: float | None = None, progress: bool = Fa
         "virtual_hours": seconds / HOUR,
         "wall_seconds": round(wall, 2),
         "cpu_seconds": round(cpu, 2),
+        "cpu_seconds_by_day": split.days(seconds, ended),
         "virtual_seconds_per_wall_second": round(seconds / wall, 1),
         "target_seconds": TARGETS[case] * seconds / _until(case, None),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -39,3 +39,25 @@ def test_targets_scale_with_a_shorter_run() -> None:
     bench = _module()
     assert bench._until("hospital-24h", None) == 24 * 3600
     assert bench._duration("30m") == 1800 and bench._duration("2d") == 2 * 24 * 3600
+
+
+def test_day_split_gives_the_cpu_of_each_virtual_day_from_progress_reports() -> None:
+    bench = _module()
+    day = bench.DAY
+    clock = iter([10.0, 13.0, 20.0, 31.0, 45.0])  # the CPU counter at each read
+    split = bench.DaySplit(cpu=lambda: next(clock))  # start: 10.0
+    for done in (600.0, day - 600, day, day + 600, 2 * day - 1):
+        split(done)  # read once, at the first report of day 2 (13.0)
+    split(2 * day)  # and at the first of day 3 (20.0), which a two-day run ends with
+    assert split.days(2 * day, end=21.0) == [3.0, 8.0]
+    assert split.days(2.5 * day, end=21.0) == [3.0, 7.0, 1.0]  # a last partial day
+    split(3 * day + 1)  # 31.0
+    assert split.days(3.5 * day) == [3.0, 7.0, 11.0, 14.0]  # the last day ends now: 45.0
+
+
+def test_day_split_of_a_report_past_several_day_ends() -> None:
+    bench = _module()
+    clock = iter([0.0, 5.0])
+    split = bench.DaySplit(cpu=lambda: next(clock))
+    split(2.5 * bench.DAY)  # one read for both day ends
+    assert split.days(3 * bench.DAY, end=6.0) == [5.0, 0.0, 1.0]
