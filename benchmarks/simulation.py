@@ -17,8 +17,8 @@ Cases:
 
 Each run builds a fresh world (``runner.run``), so the scenario parsing and catalog load are
 outside the timer but the whole virtual-time run is inside. ``--json OUT`` writes every figure
-(wall, CPU, the CPU of each virtual day, the run's summary figures without the time series). Never run by CI: ``make bench``
-runs it after the scheduling benchmark.
+(wall, CPU, the CPU of each virtual day, the run's summary figures without the time series).
+Never run by CI: ``make bench`` runs it after the scheduling benchmark.
 """
 
 from __future__ import annotations
