@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from karpy.sim import scenario as scenario_mod
 
@@ -61,3 +62,34 @@ def test_day_split_of_a_report_past_several_day_ends() -> None:
     split = bench.DaySplit(cpu=lambda: next(clock))
     split(2.5 * bench.DAY)  # one read for both day ends
     assert split.days(3 * bench.DAY, end=6.0) == [5.0, 0.0, 1.0]
+
+
+def test_a_higher_night_floor_keeps_the_peak_and_lowers_the_daily_churn() -> None:
+    bench = _module()
+    default, flat = bench.scale_scenario(), bench.scale_scenario(night_floor_percent=60)
+    assert default == bench.scale_scenario(night_floor_percent=bench.NIGHT_FLOOR_PERCENT)
+
+    def curves(raw: dict[str, Any]) -> list[list[int]]:
+        return [[int(p[1]) for p in w["replicas"]["points"]] for w in raw["workloads"] if "deployment" in w]
+
+    for low, high in zip(curves(default), curves(flat), strict=True):
+        assert max(low) == max(high)  # the same peak
+        assert high[0] == max(2, max(high) * 60 // 100) and low[0] == max(2, max(low) * 30 // 100)
+    scenario_mod.parse(flat, file="<generated>", base_dir=_PATH.parent)
+
+
+def test_a_row_of_another_night_floor_is_not_judged_against_the_target() -> None:
+    bench = _module()
+    report = {
+        "case": "scale-7d",
+        "mode": "karpy",
+        "virtual_hours": 24.0,
+        "wall_seconds": 1.0,
+        "cpu_seconds": 1.0,
+        "target_seconds": 42.9,
+        "peak_rss_mb": 1.0,
+        "figures": {},
+    }
+    assert bench._row({**report, "night_floor_percent": 30}).endswith("| **met** |")
+    row = bench._row({**report, "night_floor_percent": 60})
+    assert "scale-7d (night floor 60%)" in row and row.endswith("| n/a |")
