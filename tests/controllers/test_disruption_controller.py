@@ -27,6 +27,7 @@ from test_orchestration import (
 
 import builders
 from karpy.controllers import disruption, orchestration
+from karpy.core import disruption as core
 from karpy.model import labels as wk
 from karpy.model.objects import Condition
 from karpy.state.events import DELETED, MODIFIED, ObjectEvent
@@ -34,10 +35,10 @@ from karpy.state.events import DELETED, MODIFIED, ObjectEvent
 
 def _world(**pool: Any) -> tuple[World, disruption.Disruption, orchestration.Orchestrator]:
     world = World.make(TYPES, start=T0)
-    world.apply(pool_raw(**pool))
     orch = orchestration.Orchestrator(world.ctx)
     ctrl = disruption.Disruption(world.ctx, orch)
     world.feed.listeners.append(lambda event: ctrl.on_event(event) and ctrl.mark_dirty())  # what wiring does
+    world.apply(pool_raw(**pool))
     return world, ctrl, orch
 
 
@@ -115,38 +116,70 @@ def test_drifted_node_is_replaced_before_it_is_deleted() -> None:
     assert world.ctx.metrics.value("karpy_voluntary_disruption_decisions_total", decision) == 1
 
 
-def test_passes_skip_while_consolidated_until_dirty_or_five_minutes() -> None:
-    world, ctrl, orch = _world(consolidate_after="Never")
+_CONSOLIDATION = frozenset({core.MULTI_NODE, core.SINGLE_NODE})
+
+
+def test_consolidation_methods_skip_while_the_state_is_unchanged_since_they_found_nothing() -> None:
+    # one busy node: multi-node has too few candidates, single-node no cheaper option; nothing is
+    # empty, so emptiness has no candidate and never settles
+    world, ctrl, orch = _world(consolidate_after="0s")
     managed(world, "busy")
     world.apply(pod_raw("web", "busy"))
     _start(world, ctrl, orch)
-    world.loop.run(until=T0 + 200)
-    assert ctrl.passes == 1  # nothing to do, nothing changed: later passes skipped
-    world.apply(pod_raw("other"))  # a new pending pod does not end the consolidated state
-    world.loop.run(until=T0 + 220)
-    assert ctrl.passes == 1
+    world.loop.run(until=T0)
+    assert ctrl.skipped == frozenset() and set(ctrl.settled) == _CONSOLIDATION
+    world.loop.run(until=T0 + 10)
+    assert ctrl.skipped == _CONSOLIDATION
+    # none of these changes upstream's consolidation state
+    world.apply(pod_raw("other"))  # a new pending pod
     world.kube.patch(
         "Pod", "web", {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}, "default"
     )
-    world.loop.run(until=T0 + 240)
-    assert ctrl.passes == 1  # nor a pod's readiness
+    world.kube.patch("Node", "busy", {"metadata": {"labels": {"team": "a"}}})  # a Node label
+    world.kube.patch("NodeClaim", "busy-claim", {"status": {"lastPodEventTime": "2026-01-01T00:00:05Z"}})
+    world.kube.patch("NodePool", "default", {"status": {"resources": {"cpu": "2"}}})  # a status write
+    world.loop.run(until=T0 + 20)
+    assert ctrl.skipped == _CONSOLIDATION
     world.apply(pod_raw("bound", "busy"))  # a binding does
-    world.loop.run(until=T0 + 255)
-    assert ctrl.passes == 2
-    world.loop.run(until=T0 + 545)
-    assert ctrl.passes == 2
-    world.loop.run(until=T0 + 555)  # forced 5 min after the last pass that found nothing
-    assert ctrl.passes == 3
+    world.loop.run(until=T0 + 30)
+    assert ctrl.skipped == frozenset()
+    world.loop.run(until=T0 + 40)
+    assert ctrl.skipped == _CONSOLIDATION
+    world.kube.patch("NodePool", "default", {"spec": {"weight": 5}})  # so does a NodePool spec change
+    world.loop.run(until=T0 + 50)
+    assert ctrl.skipped == frozenset()
+    world.loop.run(until=T0 + 320)
+    assert ctrl.skipped == _CONSOLIDATION  # the state last changed at T0 + 40
+    world.loop.run(until=T0 + 340)
+    assert ctrl.skipped == frozenset()  # stale 5 min after it last changed: run again
 
 
-def test_consolidate_after_elapsing_ends_the_skip() -> None:
+def test_consolidate_after_elapsing_gives_emptiness_its_first_candidate() -> None:
     world, ctrl, orch = _world(consolidate_after="60s")
     managed(world, "empty")
     _start(world, ctrl, orch)
     world.loop.run(until=T0 + 59)
-    assert ctrl.passes == 1
+    assert ctrl.pending is None and core.EMPTINESS not in ctrl.settled  # no candidate: never settled
     world.loop.run(until=T0 + 60)
-    assert ctrl.passes == 2 and ctrl.pending is not None
+    assert ctrl.pending is not None and ctrl.pending.command.method == core.EMPTINESS
+
+
+def test_a_node_turning_consolidatable_waits_for_a_state_change_as_upstream() -> None:
+    # upstream's Consolidatable condition changes no consolidation state: a settled single-node
+    # consolidation sees the new candidate only once the state changes (or goes stale)
+    world, ctrl, orch = _world(consolidate_after="60s")
+    managed(world, "busy")
+    world.apply(pod_raw("web", "busy"))
+    world.loop.run_for(60)
+    managed(world, "light")  # the pass at T0 + 60 sees only "busy" as a consolidation candidate
+    world.apply(pod_raw("tiny", "light", cpu="100m"))
+    _start(world, ctrl, orch)
+    world.loop.run(until=T0 + 60)
+    assert set(ctrl.settled) == _CONSOLIDATION
+    world.loop.run(until=T0 + 355)  # "light" consolidatable from T0 + 120 on: still skipped
+    assert ctrl.pending is None and ctrl.skipped == _CONSOLIDATION
+    world.loop.run(until=T0 + 365)  # the state (last changed at T0 + 60) goes stale
+    assert ctrl.pending is not None and ctrl.pending.command.method == core.SINGLE_NODE
 
 
 def test_budget_no_op_is_never_consolidated() -> None:

@@ -9,12 +9,14 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
   only for the StateNodes replaced since (all of them when nodes or claims come, go or move).
 - Facts of a pass that do not depend on the time (per Pod, node, NodePool) are kept in a
   :class:`~karpy.core.disruption.Memo` from pass to pass.
-- Passes are skipped while the cluster state is unchanged since a pass that found nothing
-  (upstream's consolidated-state cache): ``mark_dirty()`` (called by the wiring for the feed
-  events :meth:`Disruption.on_event` counts: not a new pending pod, nor a pod turning Ready)
-  ends the skip, and so do the 5-minute forced refresh and the next moment a node's
-  ``consolidateAfter`` elapses (a time-derived change no watch event announces here). A pass
-  that found nothing because of budgets never counts as consolidated.
+- Each consolidation method (emptiness, multi-node, single-node) is skipped while the
+  cluster's consolidation state (:class:`~karpy.controllers.consolidation_state.ConsolidationState`:
+  upstream's rules of what changes it, and its 5-minute staleness) is the one in which the
+  method last found nothing to do without a budget holding a candidate back (upstream's
+  ``IsConsolidated``/``markConsolidated``, kept per method as upstream does; a method with no
+  candidate is not run by upstream, and so never counts as having found nothing).
+  ``mark_dirty()`` (called by the wiring for the feed events :meth:`Disruption.on_event`
+  counts) changes the state. Drift runs every pass, as upstream's.
 - ``Expired`` commands belong to the expiration controller: when the core reports expired
   claims, the pass is recomputed on a snapshot in which they are already being deleted (what
   the state will show once the expiration controller has acted).
@@ -36,28 +38,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from karpy.controllers import orchestration
+from karpy.controllers.consolidation_state import STALE_SECONDS, ConsolidationState
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core import disruption as core
-from karpy.core import lifecycle
 from karpy.core.snapshot import Snapshot, StateNode
-from karpy.model import labels
-from karpy.model.objects import Node, NodeClaim, Pod
+from karpy.model.objects import Node, NodeClaim
 from karpy.state.cluster import replaced
-from karpy.state.events import DELETED, ObjectEvent
+from karpy.state.events import ObjectEvent
 
 __all__ = ["FORCE_SECONDS", "PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
 
 PASS_SECONDS = 10.0
 VALIDATION_SECONDS = 15.0
-FORCE_SECONDS = 300.0  # the consolidated state goes stale after 5 min
+FORCE_SECONDS = STALE_SECONDS  # the consolidation state goes stale 5 min after it last changed
 _VALIDATED = (core.EMPTY, core.UNDERUTILIZED)
 _UNINTERESTING = ("already being deleted", "not initialized")
-_CONSOLIDATION_TYPES = {
-    "emptiness": "empty",
-    "multi-node consolidation": "multi",
-    "single-node consolidation": "single",
-}
+_CONSOLIDATION_TYPES = {core.EMPTINESS: "empty", core.MULTI_NODE: "multi", core.SINGLE_NODE: "single"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,39 +72,25 @@ class Disruption:
         self.ctx = ctx
         self.queue = queue
         self.pending: Pending | None = None
-        self.dirty = True
-        self.consolidated_at: float | None = None  # when a pass last found nothing to do
-        self.next_transition: float | None = None  # when a node's consolidateAfter next elapses
+        self.state = ConsolidationState(ctx.cluster)
+        # consolidation method -> the consolidation state (its time) in which it last found nothing
+        self.settled: dict[str, float] = {}
         self.passes = 0  # computed passes (not skipped ones); for tests and logs
+        self.skipped: frozenset[str] = frozenset()  # the methods the last computed pass left out
         self._blocked: dict[tuple[str, str, str], str] = {}  # (kind, name, topic) -> last message
         self.memo = core.Memo()  # now-independent facts carried from pass to pass
-        self._pod_marks: dict[str, tuple[object, ...]] = {}  # what on_event compares, per pod
         # the StateNodes of the last pass and the names of those with a disruption mark (see _flagged)
         self._states: tuple[StateNode, ...] = ()
         self._stale: set[str] = set()
 
     def mark_dirty(self) -> None:
-        """The cluster state changed: the next pass computes again."""
-        self.dirty = True
+        """The cluster's consolidation state changed now: every consolidation method runs again."""
+        self.state.mark(self.ctx.now())
 
     def on_event(self, event: ObjectEvent) -> bool:
-        """True for the changes that end the consolidated state (the wiring then marks it dirty).
-
-        As upstream's cluster state: every Node, NodeClaim, NodePool, NodeClass, DaemonSet and PDB
-        change, and a pod's deletion; a pod's other changes only when its binding, deletion,
-        completion or ``karpenter.sh/do-not-disrupt`` annotation changes. A new pending pod or a
-        pod turning Ready does not (a binding is announced by the NodeClaim's pod-event time too).
-        """
-        obj = event.obj
-        if not isinstance(obj, Pod):
-            return True
-        if event.type == DELETED:
-            self._pod_marks.pop(obj.key, None)
-            return True
-        mark = (obj.node_name, obj.deleting, obj.is_terminal(), obj.annotations.get(labels.DO_NOT_DISRUPT))
-        old = self._pod_marks.get(obj.key)
-        self._pod_marks[obj.key] = mark
-        return mark != old if old is not None else bool(obj.node_name)
+        """True for the changes of the consolidation state (the wiring then calls
+        :meth:`mark_dirty`): upstream's rules, in :mod:`~karpy.controllers.consolidation_state`."""
+        return self.state.changes(event)
 
     # -- the pass ----------------------------------------------------------------------------
     def reconcile(self) -> Result:
@@ -121,42 +104,34 @@ class Disruption:
                 return Result(requeue_after=self.pending.deadline - now)
             pending, self.pending = self.pending, None
             return Result(requeue_after=0.0 if self._validate(pending) else PASS_SECONDS)
-        if self._consolidated(now):
-            return Result(requeue_after=PASS_SECONDS)
-        self.dirty = False
-        snapshot = ctx.cluster.snapshot(now)
-        decision = self._compute(snapshot)
+        state = self.state.at(now)
+        skip = frozenset(m for m in core.CONSOLIDATION_METHODS if self.settled.get(m) == state)
+        self.skipped = skip
+        decision = self._compute(ctx.cluster.snapshot(now), skip)
         self._report_blocked(decision)
+        for method in core.CONSOLIDATION_METHODS:
+            if method in decision.settled:
+                self.settled[method] = state
+            elif method not in skip:
+                self.settled.pop(method, None)
         command = decision.command
         if command is None:
-            if _budget_bound(decision):
-                self.dirty = True  # a no-op caused by budgets is never 'consolidated'
-            else:
-                self.consolidated_at = now
-                self.next_transition = _next_transition(snapshot)
             return Result(requeue_after=PASS_SECONDS)
-        self.consolidated_at = None
         if command.reason in _VALIDATED:
             self.pending = Pending(command, now + VALIDATION_SECONDS)
             ctx.log.info("disruption: %s of %s pending validation", command.method, command.candidates)
             return Result(requeue_after=VALIDATION_SECONDS)
         return Result(requeue_after=0.0 if self._execute(command) else PASS_SECONDS)
 
-    def _consolidated(self, now: float) -> bool:
-        if self.dirty or self.consolidated_at is None:
-            return False
-        if now - self.consolidated_at >= FORCE_SECONDS:
-            return False
-        return self.next_transition is None or now < self.next_transition
-
-    def _compute(self, snapshot: Snapshot) -> core.Decision:
-        """``core.disruption.compute`` without Expired commands (the expiration controller's)."""
+    def _compute(self, snapshot: Snapshot, skip: frozenset[str] = frozenset()) -> core.Decision:
+        """``core.disruption.compute`` (without the ``skip`` methods) without Expired commands (the
+        expiration controller's)."""
         self.passes += 1
-        decision = core.compute(snapshot, snapshot.now, memo=self.memo)
+        decision = core.compute(snapshot, snapshot.now, memo=self.memo, skip=skip)
         command = decision.command
         if command is not None and command.reason == core.EXPIRED:
             expired = _expired_deleting(snapshot, command.candidates)
-            decision = core.compute(expired, snapshot.now, memo=self.memo)
+            decision = core.compute(expired, snapshot.now, memo=self.memo, skip=skip)
         return decision
 
     # -- validation and execution ----------------------------------------------------------
@@ -190,7 +165,6 @@ class Disruption:
         for name in command.candidates:
             self.ctx.event("Node", name, "ConsolidationRejected", message)
         self.ctx.metrics.disruption_failed_validations.labels(reason=why).inc()
-        self.dirty = True
 
     def _execute(self, command: core.Command) -> bool:
         started = self.queue.start(command)
@@ -200,7 +174,6 @@ class Disruption:
                 reason=command.reason.lower(),
                 consolidation_type=_CONSOLIDATION_TYPES.get(command.method, ""),
             ).inc()
-        self.dirty = True
         return started
 
     # -- crash recovery and events -----------------------------------------------------------
@@ -300,13 +273,6 @@ def _expired_deleting(snapshot: Snapshot, names: tuple[str, ...]) -> Snapshot:
     return dataclasses.replace(snapshot, nodes=nodes)
 
 
-def _budget_bound(decision: core.Decision) -> bool:
-    """Did budgets hold back a candidate this pass?"""
-    if any(allowed <= 0 for per_pool in decision.budgets.values() for allowed in per_pool.values()):
-        return True
-    return any("budget" in note for r in decision.records.values() for note in r.reasons)
-
-
 def _rejection_reason(command: core.Command, decision: core.Decision) -> str:
     """``budget`` | ``churn`` (a candidate is no longer one) | ``scheduling`` (the simulation differs)."""
     records = [decision.records.get(name) for name in command.candidates]
@@ -315,17 +281,3 @@ def _rejection_reason(command: core.Command, decision: core.Decision) -> str:
     if any(r is None or r.verdict in ("blocked", "not-managed") for r in records):
         return "churn"
     return "scheduling"
-
-
-def _next_transition(snapshot: Snapshot) -> float | None:
-    """The next moment a managed node's ``consolidateAfter`` elapses (None: no such moment)."""
-    pools = {p.name: p for p in snapshot.node_pools}
-    times = []
-    for node in snapshot.nodes:
-        pool = pools.get(node.node_pool)
-        if node.claim is None or pool is None or pool.disruption.consolidate_after is None:
-            continue
-        since = lifecycle.consolidatable_since(node.claim)
-        if since is not None and since + pool.disruption.consolidate_after > snapshot.now:
-            times.append(since + pool.disruption.consolidate_after)
-    return min(times, default=None)

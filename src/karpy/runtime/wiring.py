@@ -5,8 +5,8 @@ Task priorities make one instant deterministic: lifecycle and termination first 
 move objects along), then provisioning, status, expiration, disruption and its queue.
 Feed listeners wake the controllers an event concerns: a provisionable pod wakes
 provisioning, a Node or NodeClaim change wakes the lifecycle and termination, pod changes
-wake termination and status, and the changes upstream's cluster state counts (see
-:meth:`~karpy.controllers.disruption.Disruption.on_event`) mark the disruption state dirty.
+wake termination and status, and the changes upstream's consolidation state counts (see
+:mod:`~karpy.controllers.consolidation_state`) change the disruption controller's.
 """
 
 from __future__ import annotations

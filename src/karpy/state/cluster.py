@@ -433,12 +433,15 @@ class Cluster:
         """The first Node (by name) with this providerID, or None."""
         return min(self.nodes_with_provider(provider_id), key=lambda n: n.name, default=None)
 
+    def claim_for_provider(self, provider_id: str, *, last: bool = False) -> NodeClaim | None:
+        """The first NodeClaim (in the order of ``claims``) with this providerID (none for "");
+        ``last``: the last one, the claim :meth:`state_nodes` joins a Node with."""
+        return self._pick(self._by_provider.get(provider_id), last=last) if provider_id else None
+
     def claim_for_node(self, node: Node, *, last: bool = False) -> NodeClaim | None:
         """The first NodeClaim (in the order of ``claims``) with the Node's providerID; ``last``:
         the last one, the claim :meth:`state_nodes` joins the Node with."""
-        if node.provider_id:
-            return self._pick(self._by_provider.get(node.provider_id), last=last)
-        return None
+        return self.claim_for_provider(node.provider_id, last=last)
 
     def _pick(self, names: set[str] | None, *, last: bool) -> NodeClaim | None:
         """The first (or last) of ``names`` in the order of ``claims``."""

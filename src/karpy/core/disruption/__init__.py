@@ -3,9 +3,13 @@
 from karpy.core.disruption.memo import Memo
 from karpy.core.disruption.methods import compute, validate
 from karpy.core.disruption.types import (
+    CONSOLIDATION_METHODS,
     DRIFTED,
+    EMPTINESS,
     EMPTY,
     EXPIRED,
+    MULTI_NODE,
+    SINGLE_NODE,
     UNDERUTILIZED,
     Candidate,
     Command,
@@ -14,9 +18,13 @@ from karpy.core.disruption.types import (
 )
 
 __all__ = [
+    "CONSOLIDATION_METHODS",
     "DRIFTED",
+    "EMPTINESS",
     "EMPTY",
     "EXPIRED",
+    "MULTI_NODE",
+    "SINGLE_NODE",
     "UNDERUTILIZED",
     "Candidate",
     "Command",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from karpy.core import scheduling
 from karpy.core.disruption import candidates as cand_mod
 from karpy.core.disruption import room, verdicts
-from karpy.core.disruption.types import UNDERUTILIZED, Candidate, Command
+from karpy.core.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Candidate, Command
 from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity, domain_key_of
 from karpy.core.scheduling.nodeclaim import min_values_shortfall, order_by_price
 from karpy.core.scheduling.results import STOP_POOL, PlannedClaim, Results, StopWhen
@@ -446,9 +446,7 @@ def multi_node(
     while low <= high:
         mid = (low + high) // 2
         prefix = batch[: mid + 1]
-        command, reason = compute(
-            snapshot, prefix, all_candidates=all_candidates, method="multi-node consolidation"
-        )
+        command, reason = compute(snapshot, prefix, all_candidates=all_candidates, method=MULTI_NODE)
         if command is not None:
             command = _filter_same_type(command, prefix)
             if command is None:
@@ -479,9 +477,7 @@ def single_node(
     for candidate in interleaved:
         if candidate.name in skip:
             continue
-        command, reason = compute(
-            snapshot, [candidate], all_candidates=all_candidates, method="single-node consolidation"
-        )
+        command, reason = compute(snapshot, [candidate], all_candidates=all_candidates, method=SINGLE_NODE)
         if command is not None:
             return command, reasons
         reasons[candidate.name] = reason

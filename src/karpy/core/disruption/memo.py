@@ -49,6 +49,7 @@ class LastPass:
     since: float  # the pass's time
     until: float  # the first time-derived change after it
     decision: Decision
+    skip: frozenset[str] = frozenset()  # the consolidation methods the pass left out
 
 
 _TypesByName = Mapping[str, Mapping[str, InstanceType]]

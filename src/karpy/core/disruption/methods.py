@@ -9,6 +9,12 @@ caller running pass after pass passes a :class:`~karpy.core.disruption.memo.Memo
 (``compute(snapshot, now, memo=...)``) to keep what does not depend on ``now``; with it, a pass
 over the same objects as the memo's last pass, before the first time-derived change after that
 pass (:func:`~karpy.core.disruption.horizon.next_change`), returns that pass's decision.
+
+A caller may ``skip`` consolidation methods (emptiness, multi-node, single-node): upstream skips
+each one while the cluster's consolidation state is unchanged since it last found nothing
+(``IsConsolidated``). ``Decision.settled`` names the methods that ran, found nothing and held no
+candidate back for a budget (upstream's ``markConsolidated``: never a method without any
+candidate, which upstream does not run at all). Drift always runs (upstream's has no such skip).
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ from karpy.core.disruption import candidates as cand_mod
 from karpy.core.disruption.memo import LastPass, Memo
 from karpy.core.disruption.types import (
     DRIFTED,
+    EMPTINESS,
     EMPTY,
     EXPIRED,
+    MULTI_NODE,
+    SINGLE_NODE,
     UNDERUTILIZED,
     Candidate,
     Command,
@@ -94,9 +103,12 @@ class _Pass:
         )
 
     # -- emptiness -----------------------------------------------------------------------
-    def emptiness(self, graceful: Sequence[Candidate]) -> Command | None:
+    def emptiness(self, graceful: Sequence[Candidate]) -> tuple[Command | None, bool]:
+        """The emptiness command, and whether its None is settled: some node was an emptiness
+        candidate (empty and consolidatable) and no budget held one back."""
         chosen: list[str] = []
         remaining: dict[str, int] = {}
+        held = False
         for c in sorted(graceful, key=lambda c: c.name):
             if c.reschedulable:
                 continue
@@ -112,12 +124,13 @@ class _Pass:
                     c.name,
                     f"empty, but the Empty budget allows no more ({self.budget_why[(c.pool.name, EMPTY)]})",
                 )
+                held = True
                 continue
             remaining[c.pool.name] = left - 1
             chosen.append(c.name)
         if not chosen:
-            return None
-        return Command(EMPTY, "emptiness", tuple(chosen), (), None, "no reschedulable pods")
+            return None, not held and bool(remaining)
+        return Command(EMPTY, EMPTINESS, tuple(chosen), (), None, "no reschedulable pods"), False
 
     # -- drift ---------------------------------------------------------------------------
     def drift(self, eventual: Sequence[Candidate]) -> Command | None:
@@ -153,18 +166,23 @@ class _Pass:
         return None
 
     # -- consolidation ---------------------------------------------------------------------
-    def consolidatable(self, graceful: Sequence[Candidate]) -> list[Candidate]:
+    def consolidatable(self, graceful: Sequence[Candidate]) -> tuple[list[Candidate], bool]:
+        """The non-empty consolidation candidates in order, and whether there is any consolidation
+        candidate at all (upstream's, an empty one included: a method with none is not run, so
+        its None never settles)."""
         out = []
+        empty = False
         for c in graceful:
             why = self._not_consolidatable(c)
             if why is not None:
                 self.note(c.name, why)
             elif not c.reschedulable:
                 self.note(c.name, "empty: left to emptiness")
+                empty = True
             else:
                 out.append(c)
         out.sort(key=lambda c: (-c.savings_ratio, c.name))
-        return out
+        return out, empty or bool(out)
 
     def _not_consolidatable(self, c: Candidate) -> str | None:
         policy = c.pool.disruption.consolidation_policy
@@ -194,9 +212,13 @@ class _Pass:
         end = horizon.stabilization_end(pool, self.snapshot.nodes)
         return end is not None and self.now < end
 
-    def multi(self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]) -> Command | None:
+    def multi(
+        self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]
+    ) -> tuple[Command | None, bool]:
+        """The multi-node command, and whether a budget held a candidate back."""
         budget_left: dict[str, int] = {}
         within: list[Candidate] = []
+        held = False
         for c in ordered:
             left = budget_left.setdefault(c.pool.name, self.budget(c.pool.name, UNDERUTILIZED))
             if left <= 0:
@@ -205,13 +227,17 @@ class _Pass:
                     "outside the Underutilized budget for multi-node consolidation "
                     f"({self.budget_why[(c.pool.name, UNDERUTILIZED)]})",
                 )
+                held = True
                 continue
             budget_left[c.pool.name] = left - 1
             within.append(c)
         command, _ = consolidation.multi_node(self.snapshot, within, all_candidates)
-        return command
+        return command, held
 
-    def single(self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]) -> Command | None:
+    def single(
+        self, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]
+    ) -> tuple[Command | None, bool]:
+        """The single-node command, and whether a budget held a candidate back."""
         blocked = set()
         for c in ordered:
             if self.budget(c.pool.name, UNDERUTILIZED) <= 0:
@@ -223,7 +249,7 @@ class _Pass:
         command, reasons = consolidation.single_node(self.snapshot, ordered, all_candidates, blocked)
         for name, reason in reasons.items():
             self.note(name, f"not consolidated: {reason}")
-        return command
+        return command, bool(blocked)
 
     # -- validation ------------------------------------------------------------------------
     def invalid(self, command: Command) -> str | None:
@@ -255,19 +281,28 @@ class _Pass:
         return None
 
     # -- the pass --------------------------------------------------------------------------
-    def run(self) -> Decision:
+    def run(self, skip: frozenset[str] = frozenset()) -> Decision:
+        """The pass, without the consolidation methods named in ``skip``."""
         command = self.expired()
         classes = self.candidates()
         graceful, graceful_why = classes.graceful, classes.graceful_why
         eventual, eventual_why = classes.eventual, classes.eventual_why
-        if command is None:
-            command = self.emptiness(graceful)
+        settled: set[str] = set()
+        if command is None and EMPTINESS not in skip:
+            command, done = self.emptiness(graceful)
+            if done:
+                settled.add(EMPTINESS)
         if command is None:
             command = self.drift(eventual)
-        if command is None:
-            ordered = self.consolidatable(graceful)
-            command = self.multi(ordered, graceful) or self.single(ordered, graceful)
-        return Decision(command, self._records(command, graceful, graceful_why, eventual_why), self.allowed)
+        if command is None and not (MULTI_NODE in skip and SINGLE_NODE in skip):
+            ordered, any_candidate = self.consolidatable(graceful)
+            for name, method in ((MULTI_NODE, self.multi), (SINGLE_NODE, self.single)):
+                if command is None and name not in skip:
+                    command, held = method(ordered, graceful)
+                    if command is None and not held and any_candidate:
+                        settled.add(name)
+        records = self._records(command, graceful, graceful_why, eventual_why)
+        return Decision(command, records, self.allowed, frozenset(settled))
 
     def _records(
         self,
@@ -305,8 +340,15 @@ def _pool(node: StateNode) -> str:
     return node.node_pool
 
 
-def compute(snapshot: Snapshot, now: float | None = None, *, memo: Memo | None = None) -> Decision:
-    """One disruption pass at ``now`` (default: the snapshot's time).
+def compute(
+    snapshot: Snapshot,
+    now: float | None = None,
+    *,
+    memo: Memo | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> Decision:
+    """One disruption pass at ``now`` (default: the snapshot's time), without the consolidation
+    methods named in ``skip`` (see the module docstring).
 
     ``memo`` keeps now-independent facts from earlier passes (a caller running passes over
     successive snapshots keeps one); without it every fact is computed afresh. The decision
@@ -315,19 +357,20 @@ def compute(snapshot: Snapshot, now: float | None = None, *, memo: Memo | None =
     if now is not None and now != snapshot.now:
         snapshot = dataclasses.replace(snapshot, now=now)
     if memo is None:
-        return _Pass(snapshot, snapshot.now, Memo()).run()
+        return _Pass(snapshot, snapshot.now, Memo()).run(skip)
     ids = horizon.state_ids(snapshot, consolidation.EARLY_STOP)
     last = memo.last_pass
     if (
         last is not None
+        and last.skip == skip
         and last.ids == ids
         and last.since <= snapshot.now < last.until
         and horizon.same_values(last.snapshot, snapshot)
     ):
         return last.decision
-    decision = _Pass(snapshot, snapshot.now, memo).run()
+    decision = _Pass(snapshot, snapshot.now, memo).run(skip)
     until = horizon.next_change(snapshot, snapshot.now)
-    memo.last_pass = LastPass(snapshot, ids, snapshot.now, until, decision)
+    memo.last_pass = LastPass(snapshot, ids, snapshot.now, until, decision, skip)
     return decision
 
 

@@ -14,12 +14,32 @@ from karpy.core.snapshot import StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod
 
-__all__ = ["DRIFTED", "EMPTY", "EXPIRED", "UNDERUTILIZED", "Candidate", "Command", "Decision", "NodeRecord"]
+__all__ = [
+    "CONSOLIDATION_METHODS",
+    "DRIFTED",
+    "EMPTINESS",
+    "EMPTY",
+    "EXPIRED",
+    "MULTI_NODE",
+    "SINGLE_NODE",
+    "UNDERUTILIZED",
+    "Candidate",
+    "Command",
+    "Decision",
+    "NodeRecord",
+]
 
 EMPTY = "Empty"
 DRIFTED = "Drifted"
 UNDERUTILIZED = "Underutilized"
 EXPIRED = "Expired"
+
+# the methods that upstream skips while the cluster's consolidation state is unchanged since they
+# last found nothing to do (``IsConsolidated``), by their ``Command.method`` names
+EMPTINESS = "emptiness"
+MULTI_NODE = "multi-node consolidation"
+SINGLE_NODE = "single-node consolidation"
+CONSOLIDATION_METHODS = (EMPTINESS, MULTI_NODE, SINGLE_NODE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,3 +115,6 @@ class Decision:
     command: Command | None
     records: dict[str, NodeRecord] = field(default_factory=dict)
     budgets: dict[str, dict[str, int]] = field(default_factory=dict)  # pool -> reason -> allowed
+    # the consolidation methods that ran, found nothing to do and held no candidate back for a
+    # budget: upstream's ``markConsolidated`` (a caller may skip them until the state changes)
+    settled: frozenset[str] = frozenset()

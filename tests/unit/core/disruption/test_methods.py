@@ -8,7 +8,19 @@ import pytest
 
 import builders as b
 from karpy import settings as settings_mod
-from karpy.core.disruption import DRIFTED, EMPTY, EXPIRED, UNDERUTILIZED, Decision, compute, consolidation
+from karpy.core.disruption import (
+    DRIFTED,
+    EMPTINESS,
+    EMPTY,
+    EXPIRED,
+    MULTI_NODE,
+    SINGLE_NODE,
+    UNDERUTILIZED,
+    Decision,
+    Memo,
+    compute,
+    consolidation,
+)
 from karpy.core.disruption import candidates as cand
 from karpy.core.disruption.pdbs import Limits
 from karpy.core.snapshot import Snapshot
@@ -601,3 +613,63 @@ def test_compute_uses_its_now_argument_in_the_consolidation_simulation() -> None
     stale = compute(snap(managed, pods, pools=[pool], now=0.0), NOW)
     assert at_now.command is not None and at_now.command.decision == "delete"
     assert stale.command == at_now.command
+
+
+# -- settled methods and skipping (upstream's markConsolidated / IsConsolidated) ---------------------
+
+CONSOLIDATION = {MULTI_NODE, SINGLE_NODE}
+
+
+def test_consolidation_methods_that_found_nothing_are_settled() -> None:
+    # one busy node: too few for multi-node, no cheaper type for single-node
+    d = decide([b.managed_node("busy")], [pod("a", "busy", cpu="3")])
+    assert d.command is None and d.settled == CONSOLIDATION  # emptiness had no candidate
+
+
+def test_a_method_without_any_candidate_is_never_settled() -> None:
+    pool = b.disruption_pool(consolidate_after=None)  # Never: no candidate for any method
+    d = decide([b.managed_node("busy")], [pod("a", "busy", cpu="3")], pools=[pool])
+    assert d.command is None and d.settled == frozenset()
+
+
+def test_a_budget_holding_a_candidate_back_keeps_the_method_unsettled() -> None:
+    pool = b.disruption_pool(budgets=[b.budget("0", reasons=[UNDERUTILIZED]), b.budget("100%")])
+    d = decide([b.managed_node("busy")], [pod("a", "busy", cpu="3")], pools=[pool])
+    assert d.command is None and d.settled == frozenset()
+    # multi-node's budget cut: more candidates than the budget allows
+    pool = b.disruption_pool(budgets=[b.budget("1")])
+    managed = [b.managed_node(n) for n in ("n1", "n2")]
+    pods = [pod("a", "n1", cpu="3"), pod("b", "n2", cpu="3")]
+    d = decide(managed, pods, pools=[pool])
+    assert d.command is None and d.settled == {SINGLE_NODE}
+
+
+def test_an_empty_candidate_is_chosen_or_held_back_so_emptiness_never_settles() -> None:
+    d = decide([b.managed_node("empty")])
+    assert d.command is not None and d.command.method == EMPTINESS and d.settled == frozenset()
+    pool = b.disruption_pool(budgets=[b.budget("0", reasons=[EMPTY]), b.budget("100%")])
+    d = decide([b.managed_node("empty")], pools=[pool])
+    assert EMPTINESS not in d.settled
+    assert d.settled == CONSOLIDATION  # an empty node is their candidate too, left to emptiness
+
+
+def test_skipped_methods_do_not_run() -> None:
+    managed = [b.managed_node(n, instance_type=LARGE) for n in ("a", "b")]
+    pods = [pod("x", "a", cpu="1"), pod("y", "b", cpu="1")]
+    assert decide(managed, pods).command is not None  # multi-node deletes both for one small node
+    s = snap(managed, pods)
+    d = compute(s, s.now, skip=frozenset({MULTI_NODE}))
+    assert d.command is not None and d.command.method == SINGLE_NODE
+    d = compute(s, s.now, skip=frozenset(CONSOLIDATION))
+    assert d.command is None and d.settled == frozenset()
+    assert "not consolidated" not in notes(d, "a")
+
+
+def test_the_memo_keeps_a_pass_per_skip() -> None:
+    managed = [b.managed_node(n, instance_type=LARGE) for n in ("a", "b")]
+    s = snap(managed, [pod("x", "a", cpu="1"), pod("y", "b", cpu="1")])
+    memo = Memo()
+    first = compute(s, s.now, memo=memo)
+    skipped = compute(s, s.now, memo=memo, skip=frozenset(CONSOLIDATION))
+    assert first.command is not None and skipped.command is None
+    assert compute(s, s.now, memo=memo, skip=frozenset(CONSOLIDATION)) is skipped
