@@ -39,7 +39,11 @@ class KubeAPI(Protocol):
 
     def get(self, kind: str, name: str, namespace: str = "") -> RawObject: ...  # NotFound
 
-    def list(self, kind: str, namespace: str | None = None) -> list[RawObject]: ...
+    # read_only: the caller will not change the objects and reads them before its next call
+    # (upstream's UnsafeDisableDeepCopy): an API server holding them in memory may hand out its own
+    def list(
+        self, kind: str, namespace: str | None = None, *, read_only: bool = False
+    ) -> list[RawObject]: ...
 
     def create(self, obj: RawObject) -> RawObject: ...  # AlreadyExists
 

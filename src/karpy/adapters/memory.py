@@ -214,13 +214,16 @@ class MemoryKube:
             raise errors.NotFound(f"{kind} {namespace + '/' if namespace else ''}{name} not found")
         return _copy(obj)
 
-    def list(self, kind: str, namespace: str | None = None) -> list[RawObject]:
+    def list(self, kind: str, namespace: str | None = None, *, read_only: bool = False) -> list[RawObject]:
+        """The objects of a kind (in a namespace), by key: copies, or with ``read_only`` the stored
+        objects themselves (valid until the next write: a caller must not keep or change them)."""
         self._call("list", kind, "")
-        return [
-            _copy(obj)
+        found = [
+            obj
             for (_, ns, _), obj in sorted(self._kinds.get(kind, {}).items())
             if namespace is None or ns == namespace
         ]
+        return found if read_only else [_copy(obj) for obj in found]
 
     def create(self, obj: RawObject) -> RawObject:
         kind = obj["kind"]

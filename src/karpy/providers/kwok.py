@@ -226,7 +226,7 @@ class KwokCloudProvider:
         found: dict[str, NodeClaim] = dict(self._pending)
         seen: set[str] = set()
         parsed: dict[str, tuple[str, NodeClaim | None]] = {}
-        for raw in self._kube.list("Node"):
+        for raw in self._kube.list("Node", read_only=True):  # (only read, here)
             meta = raw.get("metadata") or {}
             name, version = meta.get("name", ""), str(meta.get("resourceVersion", ""))
             known = self._parsed.get(name)

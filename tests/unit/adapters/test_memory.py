@@ -117,6 +117,21 @@ def test_lists_hold_one_kind_sorted_through_creates_updates_and_deletes() -> Non
     assert kube.list("Lease") == []
 
 
+def test_read_only_lists_hand_out_the_stored_objects_the_others_copies() -> None:
+    kube = MemoryKube(_Clock())
+    kube.create(_pod())
+    (shared,) = kube.list("Pod", read_only=True)
+    (again,) = kube.list("Pod", "ns", read_only=True)
+    (copied,) = kube.list("Pod")
+    assert shared is again and shared == copied and copied is not shared
+    copied["metadata"]["labels"]["app"] = "changed"  # a copy's change stays the caller's
+    assert kube.list("Pod", read_only=True)[0]["metadata"]["labels"] == {"app": "a"}
+    kube.patch("Pod", "p", {"metadata": {"labels": {"app": "b"}}}, "ns")
+    (now,) = kube.list("Pod", read_only=True)
+    assert now is not shared and now["metadata"]["labels"] == {"app": "b"}
+    assert shared["metadata"]["labels"] == {"app": "a"}  # a write replaces, never edits, the labels
+
+
 # -- evictions read each PDB's pods from an index kept as pods and PDBs come and go ----------
 
 

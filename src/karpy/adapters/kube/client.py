@@ -374,7 +374,8 @@ class KubeClient:
         out: RawObject = self._call(self.request("GET", res.path(namespace or "default", name)))
         return out
 
-    def list(self, kind: str, namespace: str | None = None) -> list[RawObject]:
+    def list(self, kind: str, namespace: str | None = None, *, read_only: bool = False) -> list[RawObject]:
+        """The objects of a kind (in a namespace); fresh from the response, ``read_only`` or not."""
         res = resource(kind)
         data = self._call(self.request("GET", res.path(namespace)))
         items: list[RawObject] = list(data.get("items") or [])
