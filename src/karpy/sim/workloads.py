@@ -9,7 +9,10 @@ garbage-collection controllers and the kubelet would:
   ``<deploy>-<hash>``, controller true); a template change rolls out per the strategy:
   new pods up to ``replicas + maxSurge``, old pods deleted only while at least
   ``replicas - maxUnavailable`` pods stay Ready (unready old pods go first);
-  ``Recreate`` deletes the old pods before creating new ones;
+  ``Recreate`` deletes the old pods before creating new ones; the pods to delete are taken in
+  kube-controller-manager's order (:mod:`karpy.sim.scaledown`: unassigned, pending and unready
+  pods first, then those doubled up on a node with more of the Deployment's pods, then the
+  most recently Ready and created);
 - a Job runs ``completions`` pods, ``parallelism`` at a time; each succeeds (phase
   Succeeded) ``run_for`` seconds after it started running;
 - pods that were evicted or deleted are replaced; pods bound to a Node that no longer
@@ -46,6 +49,7 @@ from karpy.model import errors
 from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, KubeAPI, RawObject, WatchEvent
 from karpy.runtime.loop import Loop
+from karpy.sim import scaledown
 
 __all__ = ["DEFAULT_STRATEGY", "PodStart", "StartupDelay", "WorkloadStatus", "Workloads", "template_hash"]
 
@@ -79,6 +83,10 @@ def _scaled(value: int | str, replicas: int, *, round_up: bool) -> int:
         fraction = int(text[:-1]) * replicas / 100
         return math.ceil(fraction) if round_up else math.floor(fraction)
     return int(text)
+
+
+def _active(pod: _Pod) -> bool:
+    return pod.active
 
 
 def _ready(status: Mapping[str, Any]) -> bool:
@@ -131,14 +139,13 @@ class _Pod:
     ready: bool = False
     deleting: bool = False
     bound: float | None = None
+    ready_since: float | None = None  # when it last turned Ready
+    deletion_cost: int = 0  # controller.kubernetes.io/pod-deletion-cost
+    shuffle: bytes = b""  # scaledown.shuffle(uid), the deletion order's last rule
 
     @property
     def active(self) -> bool:
         return not self.deleting and self.phase not in TERMINAL_PHASES
-
-    def rank(self) -> tuple[bool, bool, bool, int]:
-        """Deletion order, first deleted first: unbound, not running, not ready, newest."""
-        return (bool(self.node), self.phase == "Running", self.ready, -self.index)
 
 
 @dataclass(slots=True)
@@ -352,13 +359,14 @@ class Workloads:
                     found.setdefault(wl.key, []).append(pod)
         return found
 
-    def _sync_deployment(self, wl: _Workload) -> None:
-        def active() -> list[_Pod]:
-            return sorted((p for p in wl.pods.values() if p.active), key=_Pod.rank)
+    def _order(self, wl: _Workload) -> Callable[[_Pod], tuple[object, ...]]:
+        """The Deployment's deletion order now (:func:`karpy.sim.scaledown.deletion_order`)."""
+        return scaledown.deletion_order(wl.pods.values(), now=self._clock.now(), active=_active)
 
+    def _sync_deployment(self, wl: _Workload) -> None:
         if wl.recreate:
             old = [p for p in wl.pods.values() if p.hash != wl.hash and p.phase not in TERMINAL_PHASES]
-            for pod in sorted(old, key=_Pod.rank):
+            for pod in sorted(old, key=self._order(wl)):
                 if not pod.deleting:
                     self._delete(wl, pod)
             if old:
@@ -374,14 +382,15 @@ class Workloads:
             new = [p for p in wl.pods.values() if p.active and p.hash == wl.hash]
             # the first len(new) - replicas in deletion order (what sorting them all and taking
             # the head gives, without sorting them all)
-            for pod in heapq.nsmallest(len(new) - wl.replicas, new, key=_Pod.rank):
+            for pod in heapq.nsmallest(len(new) - wl.replicas, new, key=self._order(wl)):
                 self._delete(wl, pod)
             counts = self._counts(wl)
         if not counts.old:
             return
         ready = counts.ready
         floor = wl.replicas - unavailable
-        for pod in [p for p in active() if p.hash != wl.hash]:
+        old = [p for p in wl.pods.values() if p.active and p.hash != wl.hash]
+        for pod in sorted(old, key=self._order(wl)):
             if not pod.ready:
                 self._delete(wl, pod)
             elif ready - 1 >= floor:
@@ -428,7 +437,8 @@ class Workloads:
             "status": {"phase": "Pending"},
         }
         key = (wl.namespace, name)
-        pod = wl.pods[name] = _Pod(name, wl.hash, index, self._clock.now())
+        cost = scaledown.deletion_cost(raw["metadata"]["annotations"])
+        pod = wl.pods[name] = _Pod(name, wl.hash, index, self._clock.now(), deletion_cost=cost)
         wl.tally(pod, +1)
         self._owned[key] = wl
         try:
@@ -487,9 +497,14 @@ class Workloads:
         status = event.obj.get("status") or {}
         before = (pod.phase, pod.ready, pod.deleting)
         wl.tally(pod, -1)
-        pod.uid = meta.get("uid", "")
+        uid = meta.get("uid", "")
+        if uid != pod.uid:
+            pod.uid, pod.shuffle = uid, scaledown.shuffle(uid)
         pod.phase = status.get("phase") or "Pending"
-        pod.ready = _ready(status)
+        ready = _ready(status)
+        if ready and not pod.ready:
+            pod.ready_since = self._clock.now()
+        pod.ready = ready
         pod.deleting = bool(meta.get("deletionTimestamp"))
         wl.tally(pod, +1)
         node = (event.obj.get("spec") or {}).get("nodeName") or ""
