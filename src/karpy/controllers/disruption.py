@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from karpy.controllers import orchestration
-from karpy.controllers.consolidation_state import STALE_SECONDS, ConsolidationState
+from karpy.controllers.consolidation_state import ConsolidationState
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core import disruption as core
@@ -47,11 +47,10 @@ from karpy.model.objects import Node, NodeClaim
 from karpy.state.cluster import replaced
 from karpy.state.events import ObjectEvent
 
-__all__ = ["FORCE_SECONDS", "PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
+__all__ = ["PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
 
 PASS_SECONDS = 10.0
 VALIDATION_SECONDS = 15.0
-FORCE_SECONDS = STALE_SECONDS  # the consolidation state goes stale 5 min after it last changed
 _VALIDATED = (core.EMPTY, core.UNDERUTILIZED)
 _UNINTERESTING = ("already being deleted", "not initialized")
 _CONSOLIDATION_TYPES = {core.EMPTINESS: "empty", core.MULTI_NODE: "multi", core.SINGLE_NODE: "single"}

@@ -131,7 +131,6 @@ class _Counts:
 class _Pod:
     name: str
     hash: str
-    index: int
     created: float
     uid: str = ""
     node: str = ""
@@ -438,7 +437,7 @@ class Workloads:
         }
         key = (wl.namespace, name)
         cost = scaledown.deletion_cost(raw["metadata"]["annotations"])
-        pod = wl.pods[name] = _Pod(name, wl.hash, index, self._clock.now(), deletion_cost=cost)
+        pod = wl.pods[name] = _Pod(name, wl.hash, self._clock.now(), deletion_cost=cost)
         wl.tally(pod, +1)
         self._owned[key] = wl
         try:
