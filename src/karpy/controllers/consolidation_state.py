@@ -24,9 +24,9 @@ that found nothing is tried again at least that often.
 
 from __future__ import annotations
 
-from karpy.model import labels
+from karpy.core.snapshot import StateNode
 from karpy.model.objects import Node, NodeClaim, NodePool, Pod
-from karpy.state.cluster import Cluster
+from karpy.state.cluster import Cluster, deletion_marked
 from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["STALE_SECONDS", "ConsolidationState"]
@@ -103,14 +103,11 @@ class ConsolidationState:
 
 
 def _seen(node: Node | None, claim: NodeClaim | None) -> tuple[bool, bool]:
-    """(initialized, deletion timestamp set) as :class:`~karpy.core.snapshot.StateNode` reads them."""
-    if claim is None:
-        return node is not None, node is not None and node.deleting
-    if node is None:
-        return False, claim.deleting
-    return claim.is_true("Initialized") or node.labels.get(labels.INITIALIZED) == "true", claim.deleting
+    """(initialized, deletion timestamp set) of the StateNode these make, as the scheduler reads it."""
+    initialized = StateNode(node.name if node is not None else "", node=node, claim=claim).initialized
+    return initialized, (claim.deleting if claim is not None else node is not None and node.deleting)
 
 
 def _marked(cluster: Cluster, node: Node | None, claim: NodeClaim | None) -> bool:
-    marked = cluster.marked_for_deletion
-    return (node is not None and node.name in marked) or (claim is not None and claim.name in marked)
+    """The StateNode's in-memory deletion mark, as the cluster state sets it."""
+    return deletion_marked(cluster.marked_for_deletion, node.name if node is not None else None, claim)

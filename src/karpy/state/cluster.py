@@ -41,7 +41,7 @@ from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
 from karpy.state.events import DELETED, ObjectEvent
 
-__all__ = ["Cluster", "InstanceTypeSource", "replaced"]
+__all__ = ["Cluster", "InstanceTypeSource", "deletion_marked", "replaced"]
 
 _JOURNAL_MAX = 65536  # changes a journal holds before it forgets the older half
 _NOMINATIONS_KEPT = 1024  # nominations held before the expired ones of names gone are dropped
@@ -56,7 +56,7 @@ def replaced(current: Sequence[object], previous: Sequence[object]) -> list[int]
     return list(itertools.compress(range(len(current)), map(operator.is_not, current, previous)))
 
 
-def _is_marked(marked: set[str], node_name: str | None, claim: NodeClaim | None) -> bool:
+def deletion_marked(marked: set[str], node_name: str | None, claim: NodeClaim | None) -> bool:
     """A StateNode's deletion mark: a Node's (``node_name``) is its own name's or its claim's; an
     unjoined claim's (``node_name`` None) is the claim name's alone."""
     return (node_name is not None and node_name in marked) or (claim is not None and claim.name in marked)
@@ -508,7 +508,7 @@ class Cluster:
                 joined.add(claim.name)
                 claim_positions.setdefault(claim.name, []).append(len(out))
             pods = self._bound_pods(name)
-            is_marked = _is_marked(marked, name, claim)
+            is_marked = deletion_marked(marked, name, claim)
             nominated = _is_nominated(nominations, name, claim, now)
             state = previous.get(name)
             if not (
@@ -530,7 +530,7 @@ class Cluster:
             claim = self.claims[claim_name]
             node_name = claim.node_name or claim.name
             pods = self._bound_pods(node_name)
-            is_marked = _is_marked(marked, None, claim)
+            is_marked = deletion_marked(marked, None, claim)
             nominated = _is_nominated(nominations, None, claim, now)
             state = previous.get(claim_name)
             if not (
@@ -633,7 +633,7 @@ class Cluster:
         for name in self._marks_changed:
             for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
                 old = out[i]
-                is_marked = _is_marked(marked, old.name if old.node is not None else None, old.claim)
+                is_marked = deletion_marked(marked, old.name if old.node is not None else None, old.claim)
                 if is_marked != old.marked_for_deletion:
                     self._replace(out, i, old.node, old.claim, old.pods, marked=is_marked)
                     changed = True
