@@ -223,6 +223,7 @@ class Condition(K8sModel):
     reason: str = ""
     message: str = ""
     last_transition_time: Time | None = None
+    observed_generation: int | None = None
 
 
 class OwnerReference(K8sModel):
@@ -238,6 +239,7 @@ class ObjectMeta(K8sModel):
     generate_name: str = ""
     namespace: str = ""
     uid: str = ""
+    generation: int = 0
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)

@@ -118,7 +118,10 @@ def _owner(ref: common.OwnerReference) -> objects.OwnerRef:
 
 def _conditions(conds: Iterable[common.Condition]) -> tuple[objects.Condition, ...]:
     return tuple(
-        objects.Condition(c.type, c.status, c.reason, c.message, c.last_transition_time) for c in conds
+        objects.Condition(
+            c.type, c.status, c.reason, c.message, c.last_transition_time, c.observed_generation
+        )
+        for c in conds
     )
 
 
@@ -438,11 +441,62 @@ def node_claim(obj: karpenter_v1.NodeClaim) -> objects.NodeClaim:
     )
 
 
+def _block_device(m: nodeclasses.BlockDeviceMapping) -> nodeclass.BlockDevice:
+    ebs = m.ebs
+    if ebs is None:
+        return nodeclass.BlockDevice(m.device_name, None, m.root_volume)
+    return nodeclass.BlockDevice(
+        m.device_name,
+        ebs.volume_size,
+        m.root_volume,
+        volume_type=ebs.volume_type,
+        iops=ebs.iops,
+        throughput=ebs.throughput,
+        encrypted=ebs.encrypted,
+        kms_key_id=ebs.kms_key_id,
+        snapshot_id=ebs.snapshot_id,
+        delete_on_termination=ebs.delete_on_termination,
+        volume_initialization_rate=ebs.volume_initialization_rate,
+    )
+
+
+def _selector_term(t: nodeclasses.SelectorTerm) -> nodeclass.SelectorTerm:
+    return nodeclass.SelectorTerm(tags=dict(t.tags), id=t.id, name=t.name)
+
+
+def _ec2_status(status: nodeclasses.EC2NodeClassStatus) -> nodeclass.EC2NodeClassStatus:
+    return nodeclass.EC2NodeClassStatus(
+        subnets=tuple(nodeclass.Subnet(s.id, s.zone, s.zone_id) for s in status.subnets),
+        security_groups=tuple(nodeclass.SecurityGroup(g.id, g.name) for g in status.security_groups),
+        amis=tuple(
+            nodeclass.AMI(a.id, a.name, a.deprecated, tuple(requirement(r) for r in a.requirements))
+            for a in status.amis
+        ),
+        instance_profile=status.instance_profile,
+        capacity_reservations=tuple(
+            nodeclass.CapacityReservation(
+                id=c.id,
+                instance_type=c.instance_type,
+                availability_zone=c.availability_zone,
+                owner_id=c.owner_id,
+                instance_match_criteria=c.instance_match_criteria,
+                reservation_type=c.reservation_type,
+                state=c.state,
+                end_time=c.end_time,
+            )
+            for c in status.capacity_reservations
+        ),
+        conditions=_conditions(status.conditions),
+    )
+
+
 def ec2_node_class(obj: nodeclasses.EC2NodeClass) -> nodeclass.EC2NodeClass:
     spec = obj.spec
     kubelet = spec.kubelet
+    meta = obj.metadata
+    metadata_options = spec.metadata_options
     return nodeclass.EC2NodeClass(
-        name=obj.metadata.name,
+        name=meta.name,
         ami_family=spec.resolved_ami_family(),
         ami_aliases=tuple(t.alias for t in spec.ami_selector_terms if t.alias),
         kubelet=nodeclass.KubeletConfig(
@@ -452,22 +506,55 @@ def ec2_node_class(obj: nodeclasses.EC2NodeClass) -> nodeclass.EC2NodeClass:
             system_reserved=dict(kubelet.system_reserved),
             eviction_hard=dict(kubelet.eviction_hard),
             eviction_soft=dict(kubelet.eviction_soft),
+            eviction_soft_grace_period=dict(kubelet.eviction_soft_grace_period),
+            eviction_max_pod_grace_period=kubelet.eviction_max_pod_grace_period,
+            cluster_dns=tuple(kubelet.cluster_dns),
+            image_gc_high_threshold_percent=kubelet.image_gc_high_threshold_percent,
+            image_gc_low_threshold_percent=kubelet.image_gc_low_threshold_percent,
+            cpu_cfs_quota=kubelet.cpu_cfs_quota,
         ),
-        block_device_mappings=tuple(
-            nodeclass.BlockDevice(m.device_name, m.ebs.volume_size if m.ebs else None, m.root_volume)
-            for m in spec.block_device_mappings
-        ),
+        block_device_mappings=tuple(_block_device(m) for m in spec.block_device_mappings),
         instance_store_policy=spec.instance_store_policy,
-        subnet_selector_terms=tuple(
-            t.model_dump(by_alias=True, exclude_defaults=True) for t in spec.subnet_selector_terms
-        ),
-        security_group_selector_terms=tuple(
-            t.model_dump(by_alias=True, exclude_defaults=True) for t in spec.security_group_selector_terms
-        ),
+        subnet_selector_terms=tuple(_selector_term(t) for t in spec.subnet_selector_terms),
+        security_group_selector_terms=tuple(_selector_term(t) for t in spec.security_group_selector_terms),
         role=spec.role or "",
         instance_profile=spec.instance_profile or "",
         tags=dict(spec.tags),
         user_data=spec.user_data,
+        ami_selector_terms=tuple(
+            nodeclass.AMISelectorTerm(
+                alias=t.alias,
+                id=t.id,
+                name=t.name,
+                owner=t.owner,
+                tags=dict(t.tags),
+                ssm_parameter=t.ssm_parameter,
+            )
+            for t in spec.ami_selector_terms
+        ),
+        capacity_reservation_selector_terms=tuple(
+            nodeclass.CapacityReservationSelectorTerm(
+                tags=dict(t.tags),
+                id=t.id,
+                owner_id=t.owner_id,
+                instance_match_criteria=t.instance_match_criteria,
+            )
+            for t in spec.capacity_reservation_selector_terms
+        ),
+        metadata_options=nodeclass.MetadataOptions(
+            http_endpoint=metadata_options.http_endpoint,
+            http_protocol_ipv6=metadata_options.http_protocol_ipv6,
+            http_put_response_hop_limit=metadata_options.http_put_response_hop_limit,
+            http_tokens=metadata_options.http_tokens,
+        ),
+        detailed_monitoring=spec.detailed_monitoring,
+        associate_public_ip_address=spec.associate_public_ip_address,
+        context=spec.context,
+        uid=meta.uid,
+        generation=meta.generation,
+        annotations=dict(meta.annotations),
+        deleting=meta.deletion_timestamp is not None,
+        status=_ec2_status(obj.status),
     )
 
 

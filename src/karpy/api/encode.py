@@ -80,6 +80,8 @@ def condition(c: Condition) -> dict[str, Any]:
         out["message"] = c.message
     if c.last_transition is not None:
         out["lastTransitionTime"] = time(c.last_transition)
+    if c.observed_generation is not None:
+        out["observedGeneration"] = c.observed_generation
     return out
 
 

@@ -96,12 +96,54 @@ class EBS(common.K8sModel):
     volume_size: common.Quantity | None = None
     volume_type: Annotated[str, common.one_of("standard", "io1", "io2", "gp2", "sc1", "st1", "gp3")] = "gp3"
     snapshot_id: str = Field("", alias="snapshotID")
+    kms_key_id: str = Field("", alias="kmsKeyID")
+    iops: Annotated[int | None, common.at_least(0)] = None
+    throughput: Annotated[int | None, common.at_least(0)] = None
+    encrypted: bool | None = None
+    delete_on_termination: bool | None = None
+    volume_initialization_rate: Annotated[int | None, common.between(100, 300)] = None
+
+    @model_validator(mode="after")
+    def _size_or_snapshot(self) -> EBS:
+        if self.volume_size is None and not self.snapshot_id:
+            raise common.FieldError((), "snapshotID or volumeSize must be defined")
+        if self.volume_initialization_rate is not None and not self.snapshot_id:
+            raise common.FieldError(("volumeInitializationRate",), "requires snapshotID")
+        return self
 
 
 class BlockDeviceMapping(common.K8sModel):
     device_name: str = ""
     root_volume: bool = False
     ebs: EBS | None = None
+
+
+class MetadataOptions(common.K8sModel):
+    http_endpoint: Annotated[str, common.one_of("enabled", "disabled")] = "enabled"
+    http_protocol_ipv6: Annotated[str, common.one_of("enabled", "disabled")] = Field(
+        "disabled", alias="httpProtocolIPv6"
+    )
+    http_put_response_hop_limit: Annotated[int, common.between(1, 64)] = 1
+    http_tokens: Annotated[str, common.one_of("required", "optional")] = "required"
+
+
+class CapacityReservationSelectorTerm(common.K8sModel):
+    tags: dict[str, str] = {}
+    id: str = ""
+    owner_id: str = Field("", alias="ownerID")
+    instance_match_criteria: Annotated[str, common.one_of("", "open", "targeted")] = ""
+
+    @model_validator(mode="after")
+    def _one_way(self) -> CapacityReservationSelectorTerm:
+        if not (self.tags or self.id):
+            raise common.FieldError((), "expected at least one of tags or id, got none")
+        if self.id and (self.tags or self.owner_id):
+            raise common.FieldError(("id",), "'id' is mutually exclusive, cannot be set with tags or ownerID")
+        if self.id and not self.id.startswith("cr-"):
+            raise common.FieldError(("id",), f'"{self.id}" must start with cr-')
+        if self.owner_id and not re.fullmatch(r"[0-9]{12}", self.owner_id):
+            raise common.FieldError(("ownerID",), f'"{self.owner_id}" must be a 12-digit AWS account id')
+        return self
 
 
 class KubeletConfiguration(common.K8sModel):
@@ -111,6 +153,44 @@ class KubeletConfiguration(common.K8sModel):
     kube_reserved: common.ResourceList = {}
     eviction_hard: dict[str, str] = {}
     eviction_soft: dict[str, str] = {}
+    eviction_soft_grace_period: dict[str, str] = {}
+    eviction_max_pod_grace_period: int | None = None
+    cluster_dns: list[str] = Field([], alias="clusterDNS")
+    image_gc_high_threshold_percent: Annotated[int | None, common.between(0, 100)] = Field(
+        None, alias="imageGCHighThresholdPercent"
+    )
+    image_gc_low_threshold_percent: Annotated[int | None, common.between(0, 100)] = Field(
+        None, alias="imageGCLowThresholdPercent"
+    )
+    cpu_cfs_quota: bool | None = Field(None, alias="cpuCFSQuota")
+
+    @model_validator(mode="after")
+    def _gc_thresholds(self) -> KubeletConfiguration:
+        high, low = self.image_gc_high_threshold_percent, self.image_gc_low_threshold_percent
+        if high is not None and low is not None and high <= low:
+            raise common.FieldError(
+                ("imageGCHighThresholdPercent",), "must be greater than imageGCLowThresholdPercent"
+            )
+        return self
+
+
+# Tag keys karpy (as Karpenter) sets itself: a NodeClass may not set them.
+_RESTRICTED_TAGS = (
+    "eks:eks-cluster-name",
+    "karpenter.sh/nodepool",
+    "karpenter.sh/nodeclaim",
+    "karpenter.k8s.aws/ec2nodeclass",
+)
+_RESTRICTED_TAG_PREFIX = "kubernetes.io/cluster/"
+
+
+def _check_tags(tags: dict[str, str]) -> dict[str, str]:
+    for key in tags:
+        if not key:
+            raise common.FieldError(("tags",), "empty tag keys aren't supported")
+        if key in _RESTRICTED_TAGS or key.startswith(_RESTRICTED_TAG_PREFIX):
+            raise common.FieldError(("tags", key), f'tag "{key}" is restricted (karpy sets it)')
+    return tags
 
 
 class EC2NodeClassSpec(common.K8sModel):
@@ -125,9 +205,17 @@ class EC2NodeClassSpec(common.K8sModel):
     kubelet: KubeletConfiguration = KubeletConfiguration()
     block_device_mappings: Annotated[list[BlockDeviceMapping], Field(max_length=50)] = []
     instance_store_policy: Annotated[str, common.one_of("RAID0")] | None = None
+    capacity_reservation_selector_terms: Annotated[
+        list[CapacityReservationSelectorTerm], Field(max_length=30)
+    ] = []
+    metadata_options: MetadataOptions = MetadataOptions()
+    detailed_monitoring: bool | None = None
+    associate_public_ip_address: bool | None = Field(None, alias="associatePublicIPAddress")
+    context: str = ""
 
     @model_validator(mode="after")
     def _object_rules(self) -> EC2NodeClassSpec:
+        _check_tags(self.tags)
         if (self.role is None) == (self.instance_profile is None):
             raise common.FieldError((), "must specify exactly one of ['role', 'instanceProfile']")
         aliases = [t for t in self.ami_selector_terms if t.alias]
@@ -161,11 +249,52 @@ class EC2NodeClassSpec(common.K8sModel):
         return "AL2023"
 
 
+class SubnetStatus(common.K8sModel):
+    id: str
+    zone: str = ""
+    zone_id: str = Field("", alias="zoneID")
+
+
+class SecurityGroupStatus(common.K8sModel):
+    id: str
+    name: str = ""
+
+
+class AMIStatus(common.K8sModel):
+    id: str
+    name: str = ""
+    deprecated: bool = False
+    requirements: list[common.NodeSelectorRequirement] = []
+
+
+class CapacityReservationStatus(common.K8sModel):
+    id: str
+    instance_type: str = ""
+    availability_zone: str = ""
+    owner_id: str = Field("", alias="ownerID")
+    instance_match_criteria: str = "open"
+    reservation_type: str = "default"
+    state: str = "active"
+    end_time: common.Time | None = None
+
+
+class EC2NodeClassStatus(common.K8sModel):
+    """What the AWS provider's NodeClass controller resolved (written by karpy, read back)."""
+
+    subnets: list[SubnetStatus] = []
+    security_groups: list[SecurityGroupStatus] = []
+    amis: list[AMIStatus] = []
+    instance_profile: str = ""
+    capacity_reservations: list[CapacityReservationStatus] = []
+    conditions: list[common.Condition] = []
+
+
 class EC2NodeClass(common.K8sModel):
     api_version: Literal["karpenter.k8s.aws/v1"] = "karpenter.k8s.aws/v1"
     kind: Literal["EC2NodeClass"] = "EC2NodeClass"
     metadata: common.ObjectMeta = common.ObjectMeta()
     spec: EC2NodeClassSpec
+    status: EC2NodeClassStatus = EC2NodeClassStatus()
 
 
 class KWOKNodeClassSpec(common.K8sModel):

@@ -165,6 +165,7 @@ class Condition:
     reason: str = ""
     message: str = ""
     last_transition: float | None = None
+    observed_generation: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,10 @@ def test_alias_implies_family() -> None:
     nc = _convert(_spec())
     assert nc.ami_family == "AL2023" and nc.ami_aliases == ("al2023@latest",)
     assert nc.role == "KarpenterNodeRole-demo" and nc.instance_profile == ""
-    assert nc.subnet_selector_terms == ({"tags": {"karpenter.sh/discovery": "demo"}}, {"id": "subnet-0abc"})
+    assert nc.subnet_selector_terms == (
+        nodeclass.SelectorTerm(tags={"karpenter.sh/discovery": "demo"}),
+        nodeclass.SelectorTerm(id="subnet-0abc"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -90,12 +93,19 @@ def test_full_conversion() -> None:
     nc = _convert(raw)
     assert nc.instance_profile == "KarpenterNodeInstanceProfile" and nc.role == ""
     assert nc.kubelet == nodeclass.KubeletConfig(
-        110, 10, {"cpu": "200m"}, {"memory": "100Mi"}, {"memory.available": "5%"}, {"nodefs.available": "15%"}
+        110,
+        10,
+        {"cpu": "200m"},
+        {"memory": "100Mi"},
+        {"memory.available": "5%"},
+        {"nodefs.available": "15%"},
+        cluster_dns=("10.0.0.10",),
     )
     assert nc.block_device_mappings == (
-        nodeclass.BlockDevice("/dev/xvda", "100Gi", True),
-        nodeclass.BlockDevice("/dev/xvdb", None, False),
+        nodeclass.BlockDevice("/dev/xvda", "100Gi", True, volume_type="gp3"),
+        nodeclass.BlockDevice("/dev/xvdb", None, False, volume_type="gp3", snapshot_id="snap-1"),
     )
+    assert nc.metadata_options == nodeclass.MetadataOptions()
     assert (
         nc.instance_store_policy == "RAID0" and nc.tags == {"team": "platform"} and nc.user_data == "echo hi"
     )

@@ -8,6 +8,7 @@ import pytest
 
 from karpy import api
 from karpy.model import objects, resources
+from karpy.model.nodeclass import SelectorTerm
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "upstream-examples"
 FILES = sorted(DATA.rglob("*.yaml"))
@@ -53,7 +54,7 @@ def test_general_purpose_node_pool() -> None:
     (nc,) = loaded.ec2_node_classes
     assert (nc.name, nc.ami_family, nc.ami_aliases) == ("default", "AL2023", ("al2023@latest",))
     assert nc.role == "KarpenterNodeRole-${CLUSTER_NAME}"
-    assert nc.subnet_selector_terms == ({"tags": {"karpenter.sh/discovery": "${CLUSTER_NAME}"}},)
+    assert nc.subnet_selector_terms == (SelectorTerm(tags={"karpenter.sh/discovery": "${CLUSTER_NAME}"}),)
 
 
 def test_node_class_families() -> None:
