@@ -2,7 +2,8 @@
 the simulator call only this, so both run the very same controllers.
 
 Task priorities make one instant deterministic: lifecycle and termination first (they
-move objects along), then provisioning, status, expiration, disruption and its queue.
+move objects along), then provisioning, status, expiration, disruption and its queue, and
+last the cloud drift check (added last so the others keep their priorities).
 Feed listeners wake the controllers an event concerns: a provisionable pod wakes
 provisioning, a Node or NodeClaim change wakes the lifecycle and termination, pod changes
 wake termination and status, and the changes upstream's consolidation state counts (see
@@ -14,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from karpy.controllers import (
+    cloud_drift,
     disruption,
     expiration,
     lifecycle,
@@ -44,6 +46,7 @@ class Controllers:
     termination: termination_mod.Termination
     state_metrics: state_metrics.StateMetrics
     nodepool_status: nodepool_status.NodePoolStatus
+    cloud_drift: cloud_drift.CloudDrift
 
     def all(self) -> list[object]:
         return [
@@ -56,6 +59,7 @@ class Controllers:
             self.orchestrator,
             self.state_metrics,
             self.nodepool_status,
+            self.cloud_drift,
         ]
 
 
@@ -81,6 +85,7 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
         termination=termination_mod.Termination(ctx),
         state_metrics=state_metrics.StateMetrics(ctx),
         nodepool_status=nodepool_status.NodePoolStatus(ctx),
+        cloud_drift=cloud_drift.CloudDrift(ctx),
     )
     for priority, controller in enumerate(controllers.all()):
         if controller is controllers.disruption and not disruption_enabled:
@@ -107,6 +112,8 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
             wake(controllers.termination.name)
         if controllers.disruption.on_event(event):
             controllers.disruption.mark_dirty()
+        if controllers.cloud_drift.on_event(event):
+            wake(controllers.cloud_drift.name)
 
     feed.listeners.append(on_event)
     return controllers
