@@ -4,7 +4,8 @@
   ``KubeError`` subclasses; implemented by :mod:`karpy.adapters.memory` (tests and the
   simulator) and the kube adapter (the operator).
 - :class:`CloudProvider` launches and removes instances for NodeClaims (Karpenter's narrow
-  port): implemented by :mod:`karpy.providers.fake` and :mod:`karpy.providers.kwok`.
+  port): implemented by :mod:`karpy.providers.fake`, :mod:`karpy.providers.kwok` and
+  :mod:`karpy.providers.aws`; :class:`BatchLauncher` is the optional batch launch.
 - :class:`Clock` reads the loop's time; :class:`EventSink` records Kubernetes-style events.
 
 See "Sync core, async edge" in the architecture: the operator's adapter runs its async
@@ -13,14 +14,24 @@ client on its own thread and exposes these synchronous methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from karpy.model.catalog import InstanceType
+from karpy.model.errors import CloudError
 from karpy.model.objects import NodeClaim, NodePool
 
-__all__ = ["Clock", "CloudProvider", "Event", "EventSink", "KubeAPI", "RawObject", "WatchEvent"]
+__all__ = [
+    "BatchLauncher",
+    "Clock",
+    "CloudProvider",
+    "Event",
+    "EventSink",
+    "KubeAPI",
+    "RawObject",
+    "WatchEvent",
+]
 
 RawObject = dict[str, Any]
 
@@ -77,6 +88,14 @@ class CloudProvider(Protocol):
     def instance_types(self, pool: NodePool) -> tuple[InstanceType, ...]: ...
 
     def is_drifted(self, claim: NodeClaim) -> str: ...  # "" when not drifted
+
+
+@runtime_checkable
+class BatchLauncher(Protocol):
+    """A CloudProvider that launches several NodeClaims in one go (the AWS provider batches
+    identical CreateFleet requests); the lifecycle hands it every claim a pass launches."""
+
+    def create_batch(self, claims: Sequence[NodeClaim]) -> list[NodeClaim | CloudError]: ...
 
 
 class Clock(Protocol):

@@ -389,3 +389,53 @@ def test_conditions_keep_their_transition_times() -> None:
         ("Launched", "True", encode.time(10.0)),
         ("Registered", "True", encode.time(50.0)),
     ]
+
+
+class _BatchCloud(FakeCloudProvider):
+    """A fake that launches in batches (as the AWS provider does) and fails the claims it is told to."""
+
+    def __init__(self, *args: Any, fail: dict[str, errors.CloudError] | None = None) -> None:
+        super().__init__(*args)
+        self.batches: list[list[str]] = []
+        self.fail = fail or {}
+
+    def create_batch(self, claims: Any) -> list[NodeClaim | errors.CloudError]:
+        self.batches.append([c.name for c in claims])
+        out: list[NodeClaim | errors.CloudError] = []
+        for claim in claims:
+            if claim.name in self.fail:
+                out.append(self.fail[claim.name])
+            else:
+                launched = self.create(claim)
+                out.append(dataclass_replace(launched, annotations={**launched.annotations, "x/batch": "1"}))
+        return out
+
+
+def dataclass_replace(claim: NodeClaim, **changes: Any) -> NodeClaim:
+    import dataclasses
+
+    return dataclasses.replace(claim, **changes)
+
+
+def test_a_batch_provider_gets_every_claim_of_a_pass_in_one_call() -> None:
+    cloud = _BatchCloud((SMALL, LARGE), fail={"default-3": errors.InsufficientCapacity("no capacity")})
+    world = World.make((SMALL, LARGE), cloud=cloud)
+    world.apply(raw_pool(), raw_claim("default-1"), raw_claim("default-2"), raw_claim("default-3"))
+    NodeClaimLifecycle(world.ctx).reconcile()
+    assert cloud.batches == [["default-1", "default-2", "default-3"]]
+    assert [c.name for c in cloud.create_calls] == ["default-1", "default-2"]  # no second launch
+    for name in ("default-1", "default-2"):
+        claim = world.cluster.claims[name]
+        assert claim.is_true("Launched") and claim.provider_id.startswith("fake://")
+        assert claim.annotations["x/batch"] == "1"  # the provider's annotations reach the claim
+    assert world.cluster.claims["default-3"].deleting  # insufficient capacity: deleted, as one by one
+    assert "InsufficientCapacityError" in world.events.reasons()
+
+
+def test_a_single_claim_takes_the_ordinary_path() -> None:
+    cloud = _BatchCloud((SMALL, LARGE))
+    world = World.make((SMALL, LARGE), cloud=cloud)
+    world.apply(raw_pool(), raw_claim("default-1"))
+    NodeClaimLifecycle(world.ctx).reconcile()
+    assert cloud.batches == []
+    assert world.cluster.claims["default-1"].is_true("Launched")

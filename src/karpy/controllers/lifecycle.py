@@ -6,8 +6,9 @@ NodeClaims of the cluster state in name order (claims being deleted belong to
 
 - the ``karpenter.sh/termination`` finalizer and the NodePool hash annotations (stamped when
   missing or of another hash version, so adopted claims do not all drift);
-- **launch**: ``CloudProvider.create``; the providerID, labels, capacity and allocatable go to
-  the claim with ``Launched=True``. Insufficient capacity (the provider caches the offering
+- **launch**: ``CloudProvider.create`` (a :class:`~karpy.ports.BatchLauncher` provider gets every
+  claim the pass launches in one ``create_batch``); the providerID, image, labels, capacity,
+  allocatable and the provider's annotations go to the claim with ``Launched=True``. Insufficient capacity (the provider caches the offering
   as unavailable) or a NodeClass that is not ready deletes the claim, so its pods are
   provisioned again; other cloud errors set ``Launched=Unknown`` and retry with backoff;
 - **registration**: once a Node carries the claim's providerID it gets the finalizer, the
@@ -37,6 +38,7 @@ from karpy.core.disruption import drift
 from karpy.model import errors, labels
 from karpy.model.objects import Condition, Node, NodeClaim
 from karpy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
+from karpy.ports import BatchLauncher
 
 __all__ = [
     "FINALIZER",
@@ -103,6 +105,7 @@ class NodeClaimLifecycle:
         self._cleaned_for: tuple[str, ...] | None = None
         self._since: int | None = None  # the claims store version when the last pass began
         self._open: set[str] = set()  # claims the last pass advanced that are not settled
+        self._launched: dict[str, NodeClaim | errors.CloudError] = {}  # batch results not yet taken
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
@@ -115,6 +118,8 @@ class NodeClaimLifecycle:
         # skipped (settled, deleting or gone) and would skip again: only the others are visited
         visit = cluster.claim_names() if changed is None else sorted(self._open.union(changed))
         self._open = set()
+        if isinstance(self.ctx.cloud, BatchLauncher):
+            self._prelaunch(self.ctx.cloud, visit, now)
         for name in visit:
             claim = cluster.claims.get(name)
             if claim is None or claim.deleting or self._settled.get(name) is claim:
@@ -127,7 +132,7 @@ class NodeClaimLifecycle:
         names = cluster.claim_names()
         if names is not self._cleaned_for:  # claims came or went since the last clean-up
             known = set(names)
-            for store in (self._attempts, self._retry_at):
+            for store in (self._attempts, self._retry_at, self._launched):
                 for name in [n for n in store if n not in known]:
                     del store[name]
             self._finalized &= known
@@ -190,6 +195,43 @@ class NodeClaimLifecycle:
         return self._fresh(claim.name) if patch else claim
 
     # -- launch --------------------------------------------------------------------------
+    def _due(self, claim: NodeClaim, now: float) -> bool:
+        """Whether a launch of ``claim`` would be attempted now (not timed out, not backing off)."""
+        if now >= claim.created + LAUNCH_TTL:
+            return False
+        retry_at = self._retry_at.get(claim.name)
+        return retry_at is None or now >= retry_at
+
+    def _prelaunch(self, cloud: BatchLauncher, visit: Iterable[str], now: float) -> None:
+        """Launch every claim this pass would launch in one batch (a provider that batches
+        identical requests makes one cloud call for many claims); the pass then takes each result
+        where it would have called ``create``."""
+        batch: list[NodeClaim] = []
+        for name in visit:
+            claim = self.ctx.cluster.claims.get(name)
+            if (
+                claim is None
+                or claim.deleting
+                or claim.is_true("Launched")
+                or self._settled.get(name) is claim
+            ):
+                continue
+            current = self._metadata(claim)
+            if current is not None and not current.is_true("Launched") and self._due(current, now):
+                batch.append(current)
+        if len(batch) < 2:
+            return  # one claim: the ordinary path launches it
+        for claim, result in zip(batch, cloud.create_batch(batch), strict=True):
+            self._launched[claim.name] = result
+
+    def _create(self, claim: NodeClaim) -> NodeClaim:
+        result = self._launched.pop(claim.name, None)
+        if result is None:
+            return self.ctx.cloud.create(claim)
+        if isinstance(result, errors.CloudError):
+            raise result
+        return result
+
     def _launch(self, claim: NodeClaim, now: float) -> float | None:
         deadline = claim.created + LAUNCH_TTL
         if now >= deadline:
@@ -199,7 +241,7 @@ class NodeClaimLifecycle:
         if retry_at is not None and now < retry_at:
             return min(retry_at, deadline) - now
         try:
-            hydrated = self.ctx.cloud.create(claim)
+            hydrated = self._create(claim)
         except errors.InsufficientCapacity as exc:
             self.ctx.event("NodeClaim", claim.name, "InsufficientCapacityError", str(exc), warning=True)
             self._delete(claim, "insufficient_capacity")
@@ -231,7 +273,10 @@ class NodeClaimLifecycle:
         if hydrated.image_id:
             status["imageID"] = hydrated.image_id
         merged = {**hydrated.labels, **claim.labels}
-        self._patch_status(claim, status, [Condition("Launched", "True")], now=now, labels_=merged)
+        added = {k: v for k, v in hydrated.annotations.items() if claim.annotations.get(k) != v}
+        self._patch_status(
+            claim, status, [Condition("Launched", "True")], now=now, labels_=merged, annotations=added
+        )
         launched = self._fresh(claim.name)
         return None if launched is None else self._register(launched, now)
 
@@ -336,12 +381,15 @@ class NodeClaimLifecycle:
         *,
         now: float,
         labels_: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> None:
         body: dict[str, Any] = {
             "status": {**status, "conditions": set_conditions(claim.conditions, conditions, now=now)}
         }
         if labels_ is not None:
             body["metadata"] = {"labels": dict(labels_)}
+        if annotations:
+            body.setdefault("metadata", {})["annotations"] = dict(annotations)
         with contextlib.suppress(errors.NotFound):
             self.ctx.kube.patch("NodeClaim", claim.name, body)
 

@@ -37,7 +37,9 @@ __all__ = [
     "ami_family",
     "capacity",
     "eni_limited_pods",
+    "eviction_threshold",
     "is_windows",
+    "kube_reserved",
     "overhead",
 ]
 
@@ -245,16 +247,15 @@ def _eviction_signal(capacity_amount: int, value: str) -> int:
     return quantity.to_units(text)
 
 
-def overhead(
+def kube_reserved(
     shape: Ec2Shape,
     nodeclass: EC2NodeClass | None = None,
     *,
     vm_memory_overhead_percent: float = 0.075,
     reserved_enis: int = 0,
 ) -> Resources:
-    """kube-reserved + system-reserved + eviction threshold for ``shape`` under ``nodeclass``."""
+    """The kube-reserved a node of ``shape`` runs with (EKS bands, ``kubelet.kubeReserved`` wins)."""
     family = ami_family(nodeclass)
-    kubelet = _kubelet(nodeclass)
     cap = capacity(
         shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
     )
@@ -269,18 +270,49 @@ def overhead(
         MEMORY: (11 * memory_pods + 255) * _MI,
         EPHEMERAL_STORAGE: _GI,
     }
-    kube.update(_reserved(kubelet.kube_reserved))
-    system = _reserved(kubelet.system_reserved)
+    kube.update(_reserved(_kubelet(nodeclass).kube_reserved))
+    return Resources(kube)
+
+
+def eviction_threshold(
+    shape: Ec2Shape,
+    nodeclass: EC2NodeClass | None = None,
+    *,
+    vm_memory_overhead_percent: float = 0.075,
+    reserved_enis: int = 0,
+) -> Resources:
+    """The hard eviction threshold subtracted from allocatable (100Mi memory, 10% nodefs by default)."""
+    cap = capacity(
+        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
+    )
     eviction: dict[str, int] = {
         MEMORY: 100 * _MI,
         EPHEMERAL_STORAGE: math.ceil(float(cap.get(EPHEMERAL_STORAGE)) / 100 * 10),
     }
-    hard = kubelet.eviction_hard
+    hard = _kubelet(nodeclass).eviction_hard
     if _MEMORY_AVAILABLE in hard:
         eviction[MEMORY] = _eviction_signal(cap.get(MEMORY), hard[_MEMORY_AVAILABLE])
     if _NODEFS_AVAILABLE in hard:
         eviction[EPHEMERAL_STORAGE] = _eviction_signal(cap.get(EPHEMERAL_STORAGE), hard[_NODEFS_AVAILABLE])
-    return Resources(kube) + system + eviction
+    return Resources(eviction)
+
+
+def overhead(
+    shape: Ec2Shape,
+    nodeclass: EC2NodeClass | None = None,
+    *,
+    vm_memory_overhead_percent: float = 0.075,
+    reserved_enis: int = 0,
+) -> Resources:
+    """kube-reserved + system-reserved + eviction threshold for ``shape`` under ``nodeclass``."""
+    kube = kube_reserved(
+        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
+    )
+    system = _reserved(_kubelet(nodeclass).system_reserved)
+    eviction = eviction_threshold(
+        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
+    )
+    return kube + system + eviction
 
 
 def allocatable(
