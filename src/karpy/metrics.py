@@ -86,6 +86,12 @@ class Metrics:
         self.pending_oldest_age = Gauge(
             "karpy_pods_pending_oldest_age_seconds", "Age of the oldest pod waiting for a node", registry=r
         )
+        self.cache_synced = Gauge(
+            "karpy_cache_synced",
+            "1 while a watched kind is listed and its list/watch works, else 0",
+            ["kind"],
+            registry=r,
+        )
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent); for tests and reports."""

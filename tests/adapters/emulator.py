@@ -19,7 +19,10 @@ adds, each switchable so a test can show what it catches:
   patches with ``status`` only through the ``/status`` subresource (as for CRDs).
 
 :class:`EmulatorThread` runs it with kmock's ``Server`` on 127.0.0.1 in its own thread, so the
-synchronous operator and the tests can talk to it over real HTTP.
+synchronous operator and the tests can talk to it over real HTTP; ``EmulatorThread(stock=True)``
+serves kmock's own ``KubernetesEmulator`` instead, with karpy's resources declared (:func:`declare`)
+and nothing else: ``GET /api/v1/namespaces`` answers 500, ``generateName`` is ignored, there are no
+resourceVersions (``"..."``), no PUT, no eviction or binding.
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ def _error(status: int, reason: str, message: str) -> k8s.KubernetesError:
     return k8s.KubernetesError(status=status, reason=reason, message=message, details={})
 
 
+def declare(emulator: kmock.KubernetesEmulator, *kinds: str) -> None:
+    """Declare karpy's resources (all of them by default) for discovery and listing."""
+    for kind in kinds or tuple(RESOURCES):
+        res = RESOURCES[kind]
+        key = f"{res.group}/{res.version}/{res.plural}" if res.group else f"v1/{res.plural}"
+        emulator.resources[key] = {
+            "kind": kind,
+            "namespaced": res.namespaced,
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        }
+
+
 @attrs.define(kw_only=True)
 class KarpyEmulator(kmock.KubernetesEmulator):
     cas: bool = True
@@ -67,14 +82,7 @@ class KarpyEmulator(kmock.KubernetesEmulator):
 
     def declare(self, *kinds: str) -> None:
         """Declare karpy's resources (all of them by default) for discovery and listing."""
-        for kind in kinds or tuple(RESOURCES):
-            res = RESOURCES[kind]
-            key = f"{res.group}/{res.version}/{res.plural}" if res.group else f"v1/{res.plural}"
-            self.resources[key] = {
-                "kind": kind,
-                "namespaced": res.namespaced,
-                "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
-            }
+        declare(self, *kinds)
 
     # -- versions and events -------------------------------------------------------------------
     def _stamp(self, obj: dict[str, Any]) -> int:
@@ -369,14 +377,20 @@ class KarpyEmulator(kmock.KubernetesEmulator):
 
 
 class EmulatorThread:
-    """A :class:`KarpyEmulator` served on 127.0.0.1 from its own thread and event loop."""
+    """A :class:`KarpyEmulator` (``stock``: kmock's own ``KubernetesEmulator``) served on 127.0.0.1
+    from its own thread and event loop. ``emulator`` is the extended one (not set when ``stock``);
+    ``server`` is whichever is served."""
 
-    def __init__(self, *, cas: bool = True, evictions: bool = True, kinds: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, cas: bool = True, evictions: bool = True, kinds: tuple[str, ...] = (), stock: bool = False
+    ) -> None:
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._stopping: asyncio.Future[None] | None = None
         self._options = (cas, evictions, kinds)
+        self.stock = stock
         self.emulator: KarpyEmulator
+        self.server: kmock.KubernetesEmulator
         self.url = ""
         self._thread = threading.Thread(target=self._run, name="kmock", daemon=True)
         self._thread.start()
@@ -388,19 +402,32 @@ class EmulatorThread:
         self.loop.run_until_complete(self._serve())
 
     async def _serve(self) -> None:
-        cas, evictions, kinds = self._options
         self._stopping = self.loop.create_future()
+        if self.stock:
+            await self._serve_stock()
+            return
+        cas, evictions, kinds = self._options
         async with KarpyEmulator(cas=cas) as emulator, kmock.Server(emulator) as server:
             emulator.declare(*kinds)
             if evictions:
                 emulator.install_evictions()
             emulator.install_bindings()
             self.emulator = emulator
+            self.server = emulator
             self.url = str(server.url).rstrip("/")
             self._ready.set()
             await self._stopping
             await emulator.close_watches()
             await asyncio.sleep(0.05)
+
+    async def _serve_stock(self) -> None:
+        assert self._stopping is not None
+        async with kmock.KubernetesEmulator() as emulator, kmock.Server(emulator) as server:
+            declare(emulator, *self._options[2])
+            self.server = emulator
+            self.url = str(server.url).rstrip("/")
+            self._ready.set()
+            await self._stopping
 
     def call(self, coro: Coroutine[Any, Any, T], timeout: float = 5.0) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
@@ -412,7 +439,7 @@ class EmulatorThread:
         return self.call(wrapped(), timeout)
 
     def requests(self) -> list[rendering.Request]:
-        return self.run(lambda: list(self.emulator._requests))
+        return self.run(lambda: list(self.server._requests))
 
     def stop(self) -> None:
         if self._stopping is not None:

@@ -1,7 +1,11 @@
-"""List+watch against the emulator: resume after a closed stream, re-list on 410 with DELETED."""
+"""List+watch against the emulator: resume after a closed stream, re-list on 410 with DELETED;
+how failures are logged and reported (``synced``/``healthy``/``absent``), and bad answers."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -9,9 +13,11 @@ from typing import Any
 import pytest
 from emulator import EmulatorThread
 
+from karpy.adapters.kube import client as client_mod
 from karpy.adapters.kube import errors as kerrors
 from karpy.adapters.kube import watch
 from karpy.adapters.kube.client import KubeClient
+from karpy.model import errors
 from karpy.ports import WatchEvent
 
 
@@ -149,3 +155,191 @@ def test_backoff_doubles_up_to_the_cap() -> None:
     assert [backoff.next() for _ in range(5)] == [1, 2, 4, 5, 5]
     backoff.reset()
     assert backoff.next() == 1
+
+
+# -- failures: one warning line naming the request, the HTTP status and the cause ---------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _watcher(kind: str = "Namespace", **kwargs: Any) -> watch.Watcher:
+    return watch.Watcher(None, kind, **kwargs)  # type: ignore[arg-type]  # failed() never calls the client
+
+
+def _records(caplog: pytest.LogCaptureFixture) -> list[tuple[str, str, bool]]:
+    out = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    caplog.clear()
+    return out
+
+
+def test_a_failure_is_one_warning_line_then_debug_until_the_repeat_window(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="karpy.kube.watch")
+    clock = Clock()
+    watcher = _watcher(clock=clock)
+    cause = kerrors.Unavailable("GET /api/v1/namespaces: HTTP 500: ValueError('not enough values to unpack')")
+    assert watcher.failed(cause) == 0.2
+    assert _records(caplog) == [
+        (
+            "WARNING",
+            "watch Namespace failed: GET /api/v1/namespaces: HTTP 500: "
+            "ValueError('not enough values to unpack'); retrying in 0.2 s",
+            False,
+        )
+    ]
+    clock.now = 10.0
+    watcher.failed(cause)
+    assert [(level, "failed again (2 in a row)" in msg) for level, msg, _ in _records(caplog)] == [
+        ("DEBUG", True)
+    ]
+    clock.now = watch.REPEAT_WARNING_SECONDS + 1
+    watcher.failed(cause)
+    [(level, msg, _tb)] = _records(caplog)
+    assert level == "WARNING" and msg.startswith(
+        "watch Namespace failed (3 in a row): GET /api/v1/namespaces"
+    )
+    watcher.failed(kerrors.Unavailable("GET /api/v1/namespaces: HTTP 503: overloaded"))  # a new cause: warned
+    assert [level for level, _, _ in _records(caplog)] == ["WARNING"]
+    assert watcher.failure == "GET /api/v1/namespaces: HTTP 503: overloaded" and watcher.failures == 4
+
+
+def test_an_unexpected_exception_is_one_warning_line_and_its_traceback_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="karpy.kube.watch")
+    watcher = _watcher("Node")
+    try:
+        raise ValueError("not enough values to unpack")
+    except ValueError as exc:
+        watcher.failed(exc)
+    (warning, debug) = _records(caplog)
+    assert warning == (
+        "WARNING",
+        "watch Node failed: ValueError: not enough values to unpack; retrying in 0.2 s",
+        False,
+    )
+    assert debug[0] == "DEBUG" and debug[2]  # the traceback, at debug level only
+
+
+def test_a_resource_not_served_is_noted_once_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="karpy.kube.watch")
+    changes: list[tuple[bool, bool, bool]] = []
+    watcher = _watcher("EC2NodeClass", on_change=lambda w: changes.append((w.synced, w.healthy, w.absent)))
+    missing = errors.NotFound(
+        "GET /apis/karpenter.k8s.aws/v1/ec2nodeclasses: HTTP 404: the resource is not declared"
+    )
+    watcher.failed(missing)
+    watcher.failed(missing)
+    records = _records(caplog)
+    assert [level for level, _, _ in records] == ["INFO", "DEBUG"]
+    assert "watch EC2NodeClass (/apis/karpenter.k8s.aws/v1/ec2nodeclasses): GET" in records[0][1]
+    assert "HTTP 404" in records[0][1] and "not served" in records[0][1]
+    assert watcher.absent and changes == [(False, False, True)]
+
+
+class FlakyKube:
+    """A KubeClient stand-in for Watcher.run: lists answer (or fail) as scripted, watches end soon."""
+
+    def __init__(self, answers: list[Any]) -> None:
+        self.answers = answers
+        self.events: list[WatchEvent] = []
+
+    async def request(self, method: str, path: str) -> Any:
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def stream(self, path: str, **kwargs: Any) -> Any:
+        kwargs["on_open"]()
+        await asyncio.sleep(0.001)  # a real stream suspends; this one then ends (no resourceVersions)
+        if False:
+            yield {}
+
+    def enqueue(self, event: WatchEvent) -> None:
+        self.events.append(event)
+
+
+def test_synced_stays_true_but_healthy_drops_while_a_list_fails_and_returns_after(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="karpy.kube.watch")
+    listed = {"metadata": {}, "items": [node("a")]}
+    down = kerrors.Unavailable("GET /api/v1/nodes: HTTP 503: etcd leader changed")
+    kube = FlakyKube([listed, down, down, listed])
+    states: list[tuple[bool, bool]] = []
+    watcher = watch.Watcher(
+        kube,  # type: ignore[arg-type]
+        "Node",
+        on_change=lambda w: states.append((w.synced, w.healthy)),
+        backoff=watch.Backoff(first=0.001, cap=0.001),
+    )
+
+    async def run_until_recovered() -> None:
+        task = asyncio.get_running_loop().create_task(watcher.run())
+        while watcher.lists < 2:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(run_until_recovered(), 5))
+    assert states[:3] == [(True, False), (True, True), (True, False)]  # listed, working, failing
+    assert states[-1] == (True, True) and watcher.failures == 0
+    messages = [r.getMessage() for r in caplog.records]
+    assert (
+        messages[0]
+        == "watch Node failed: GET /api/v1/nodes: HTTP 503: etcd leader changed; retrying in 0.0 s"
+    )
+    assert messages[1] == "watch Node (/api/v1/nodes) works again after 2 failed requests"
+
+
+def test_bad_answers_become_errors_naming_the_request_and_status() -> None:
+    with pytest.raises(
+        kerrors.Unavailable, match=r"^GET /api/v1/nodes: HTTP 200: the answer is not JSON: '<html>"
+    ):
+        client_mod.decode_answer("GET", "/api/v1/nodes", 200, b"<html>oops</html>")
+    with pytest.raises(
+        kerrors.Unavailable, match=r"^GET /api/v1/nodes: HTTP 200: the answer is JSON but not an"
+    ):
+        client_mod.decode_answer("GET", "/api/v1/nodes", 200, b"[1, 2]")
+    with pytest.raises(kerrors.Unavailable, match=r"^GET /api/v1/nodes: HTTP 502: <html>bad gateway"):
+        client_mod.decode_answer("GET", "/api/v1/nodes", 502, b"<html>bad gateway</html>")
+    with pytest.raises(errors.KubeError, match=r"^HTTP 403: GET /api/v1/nodes: nodes is forbidden$"):
+        client_mod.decode_answer(
+            "GET", "/api/v1/nodes", 403, b'{"kind": "Status", "message": "nodes is forbidden"}'
+        )
+    assert client_mod.decode_answer("DELETE", "/api/v1/nodes/a", 200, b"") == {}
+
+
+def test_a_watcher_over_http_reports_bodies_it_cannot_use() -> None:
+    """Over stock kmock: reactions answering text, a JSON list, or items that are not a list."""
+    stock = EmulatorThread(stock=True)
+    client = KubeClient(host=stock.url, timeout=5.0).start()
+    try:
+        stock.run(lambda: stock.server["get /api/v1/nodes"] << b"<html>oops</html>")
+        stock.run(lambda: stock.server["get /apis/apps/v1/daemonsets"] << [1, 2])
+        stock.run(lambda: stock.server["get /apis/policy/v1/poddisruptionbudgets"] << {"items": {"a": 1}})
+        expected = {
+            "Node": "GET /api/v1/nodes: HTTP 200: the answer is not JSON: '<html>oops</html>'",
+            "DaemonSet": "GET /apis/apps/v1/daemonsets: HTTP 200: the answer is JSON but not an object: [1,",
+            "PodDisruptionBudget": "GET /apis/policy/v1/poddisruptionbudgets: the list answer's items",
+            "Namespace": "GET /api/v1/namespaces: HTTP 500: ValueError('not enough values to unpack",
+        }
+        for kind, text in expected.items():
+            with pytest.raises(kerrors.Unavailable) as caught:
+                client.edge.call(watch.Watcher(client, kind).relist(), 5)
+            assert str(caught.value).startswith(text), str(caught.value)
+        pods = watch.Watcher(client, "Pod")
+        client.edge.call(pods.relist(), 5)
+        assert pods.synced and pods.healthy
+    finally:
+        client.close()
+        stock.stop()

@@ -31,9 +31,10 @@ from operator_harness import names as names_of
 
 from karpy import operator as operator_mod
 from karpy.adapters.kube import leader
-from karpy.adapters.kube.client import KubeClient
+from karpy.adapters.kube.client import RESOURCES, KubeClient
 from karpy.cli import operator_cmd
 from karpy.controllers import termination
+from karpy.state.feed import KINDS
 
 
 @pytest.fixture
@@ -322,3 +323,55 @@ def _ready(port: int) -> bool:
         return _get(f"http://127.0.0.1:{port}/readyz")[0] == 200
     except OSError:
         return False
+
+
+def _cache_gauge(op: operator_mod.Operator) -> dict[str, float]:
+    return {kind: op.metrics.value("karpy_cache_synced", {"kind": kind}) for kind in sorted(KINDS)}
+
+
+def test_over_the_extended_emulator_every_cache_syncs_and_readyz_says_ok(
+    emu: EmulatorThread, kubectl: KubeClient, running: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 27 changed nothing here: Namespace is served, so every cache syncs and nothing warns."""
+    caplog.set_level(logging.INFO, logger="karpy")
+    op = running().op
+    wait_for(lambda: _get(f"http://127.0.0.1:{op.health_port}/readyz") == (200, "ok"), what="readyz ok")
+    assert _cache_gauge(op) == {kind: 1.0 for kind in KINDS}
+    kubectl.create(pending_pod())
+    wait_for(lambda: names_of(kubectl, "NodeClaim"), what="a NodeClaim")
+    assert not [
+        r.getMessage() for r in caplog.records if r.name == "karpy.kube.watch" and r.levelno >= logging.INFO
+    ]
+
+
+def test_a_required_kind_not_served_holds_readyz_an_optional_one_does_not(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """KWOKNodeClass (required for kwok) and EC2NodeClass (optional) answer 404 until declared."""
+    caplog.set_level(logging.INFO, logger="karpy")
+    served = tuple(k for k in RESOURCES if k not in ("KWOKNodeClass", "EC2NodeClass"))
+    emu = EmulatorThread(kinds=served)
+    ops: list[RunningOperator] = []
+    try:
+        ops.append(RunningOperator(emu))
+        op = ops[0].op
+        readyz = f"http://127.0.0.1:{op.health_port}/readyz"
+        waiting = (503, "waiting for caches: KWOKNodeClass; not served (HTTP 404): KWOKNodeClass")
+        wait_for(lambda: _get(readyz) == waiting, what="readyz naming the required kind not served")
+        assert not op.ready()
+        assert op.metrics.value("karpy_cache_synced", {"kind": "KWOKNodeClass"}) == 0.0
+        assert op.metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 1.0
+        emu.run(lambda: emu.emulator.declare("KWOKNodeClass"))  # the CRD is installed
+        wait_for(lambda: _get(readyz) == (200, "ok; not synced (optional): EC2NodeClass"), what="ready")
+        assert op.metrics.value("karpy_cache_synced", {"kind": "KWOKNodeClass"}) == 1.0
+    finally:
+        for running_op in ops:
+            running_op.stop()
+        emu.stop()
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    noted = [m for level, m in lines if "watch EC2NodeClass" in m and "not served" in m]
+    assert len(noted) == 1 and ("INFO", noted[0]) in lines  # once, at info: optional
+    required = [
+        m for level, m in lines if level == "WARNING" and m.startswith("required cache KWOKNodeClass")
+    ]
+    assert len(required) == 1 and "/apis/karpenter.kwok.sh/v1alpha1/kwoknodeclasses" in required[0]

@@ -6,6 +6,13 @@ wait. Requests go through ``ApiClient.call_api`` with JSON bodies and ``_preload
 (no generated model classes); statuses are mapped to :mod:`karpy.model.errors` by
 :mod:`karpy.adapters.kube.errors`.
 
+Every 2xx answer must be a JSON object (or empty); anything else raises an error naming the request
+and the HTTP status, as every non-2xx answer does. ``create`` names an object with only
+``generateName`` itself (``<generateName>`` + 5 random characters, the API server's own scheme,
+retried with a fresh suffix on a collision), so NodeClaims get their names even from an API server
+that ignores ``generateName`` (kmock's stock emulator stores them nameless); it also sends
+``creationTimestamp`` (a real API server ignores it and sets its own; the stock emulator keeps it).
+
 Watch events (from :mod:`karpy.adapters.kube.watch`, on the edge thread) go onto a thread-safe
 queue; the operator's thread calls :meth:`KubeClient.dispatch` to hand them to the ``watch``
 callbacks (the :class:`~karpy.state.feed.Feed`). A successful write is echoed to the callbacks at
@@ -24,8 +31,11 @@ import copy
 import json
 import logging
 import queue
+import random
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, TypeVar
 
 import aiohttp
@@ -84,6 +94,10 @@ RESOURCES: dict[str, Resource] = {
     )
 }
 _CREATE_DROPS_STATUS = frozenset({"NodeClaim", "NodePool", "EC2NodeClass", "KWOKNodeClass"})
+# The API server's generateName suffix: 5 characters of k8s.io/apimachinery utilrand's alphabet.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+_NAME_SUFFIX = 5
+_NAME_ATTEMPTS = 3
 
 
 def resource(kind: str) -> Resource:
@@ -157,6 +171,40 @@ class Edge:
         self._thread.join(timeout)
 
 
+def answer_error(method: str, path: str, status: int, body: Any) -> errors.KubeError:
+    """The karpy error for a non-2xx answer; its text names the request and the HTTP status."""
+    error = kerrors.from_status(status, body, what=f"{method} {path}: HTTP {status}")
+    if type(error) is errors.KubeError:  # an unmapped status: from_status puts "HTTP <status>" first
+        error = kerrors.from_status(status, body, what=f"{method} {path}")
+    return error
+
+
+def decode_answer(method: str, path: str, status: int, raw: bytes) -> Any:
+    """The JSON of an answer: a 2xx one must be an object (empty: ``{}``); a non-2xx one becomes
+    the error it maps to (its body may be text)."""
+    try:
+        data: Any = json.loads(raw) if raw.strip() else {}
+    except ValueError:
+        if not 200 <= status <= 299:
+            raise answer_error(method, path, status, raw.decode("utf-8", "replace")) from None
+        text = raw[:200].decode("utf-8", "replace")
+        raise kerrors.Unavailable(
+            f"{method} {path}: HTTP {status}: the answer is not JSON: {text!r}"
+        ) from None
+    if not 200 <= status <= 299:
+        raise answer_error(method, path, status, data)
+    if not isinstance(data, dict):
+        shown = json.dumps(data)[:200]
+        raise kerrors.Unavailable(
+            f"{method} {path}: HTTP {status}: the answer is JSON but not an object: {shown}"
+        )
+    return data
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _key(kind: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = obj.get("metadata") or {}
     return (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -179,8 +227,10 @@ class KubeClient:
         edge: Edge | None = None,
         on_event: Callable[[], None] | None = None,
         identity: str = "karpy",
+        rng: random.Random | None = None,
     ) -> None:
         self.edge = edge or Edge()
+        self._rng = rng or random.SystemRandom()  # generateName suffixes
         self.timeout = timeout
         self._kubeconfig = kubeconfig
         self._host = host
@@ -254,7 +304,8 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: Any = None,
     ) -> Any:
-        """One API call; the decoded JSON answer, or a :mod:`karpy.model.errors` error."""
+        """One API call: the answer's JSON object, or a :mod:`karpy.model.errors` error that
+        names the request and the HTTP status (also for a 2xx answer that is not a JSON object)."""
         response = await self._open(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
@@ -264,28 +315,29 @@ class KubeClient:
             raise kerrors.from_response(exc, what=f"{method} {path}") from None
         finally:
             response.release()
-        try:
-            data = json.loads(raw) if raw else {}
-        except ValueError:
-            data = raw.decode("utf-8", "replace")
-        if not 200 <= response.status <= 299:
-            raise kerrors.from_status(response.status, data, what=f"{method} {path}")
-        return data
+        return decode_answer(method, path, response.status, raw)
 
     async def stream(
-        self, path: str, *, query: Mapping[str, Any], read_timeout: float
+        self,
+        path: str,
+        *,
+        query: Mapping[str, Any],
+        read_timeout: float,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """The JSON lines of a watch response (ends when the server closes or goes quiet)."""
+        """The JSON object lines of a watch response (ends when the server closes or goes quiet);
+        ``on_open`` is called once the server answered 2xx."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=read_timeout)
         response = await self._open("GET", path, query=query, timeout=timeout)
         try:
             if not 200 <= response.status <= 299:
-                raw = await response.read()
                 try:
-                    body: Any = json.loads(raw)
-                except ValueError:
-                    body = raw.decode("utf-8", "replace")
-                raise kerrors.from_status(response.status, body, what=f"WATCH {path}")
+                    raw = await response.read()
+                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                    raise kerrors.from_response(exc, what=f"WATCH {path}") from None
+                decode_answer("WATCH", path, response.status, raw)  # raises the error it maps to
+            if on_open is not None:
+                on_open()
             buffer = b""
             while True:
                 try:
@@ -300,9 +352,16 @@ class KubeClient:
                 line, buffer = buffer.strip(), b""
                 if line:
                     try:
-                        yield json.loads(line)
+                        event = json.loads(line)
                     except ValueError:
-                        log.warning("watch %s: undecodable line dropped", path)
+                        log.warning("watch %s: undecodable line dropped: %r", path, line[:200])
+                        continue
+                    if isinstance(event, dict):
+                        yield event
+                    else:
+                        log.warning(
+                            "watch %s: a line that is not a JSON object dropped: %r", path, line[:200]
+                        )
         finally:
             response.release()
 
@@ -384,15 +443,35 @@ class KubeClient:
             item.setdefault("apiVersion", res.api_version)
         return items
 
+    def generated_name(self, prefix: str) -> str:
+        """``prefix`` + 5 random characters, as the API server completes a ``generateName``."""
+        return prefix + "".join(self._rng.choice(_NAME_ALPHABET) for _ in range(_NAME_SUFFIX))
+
     def create(self, obj: RawObject) -> RawObject:
+        """POST ``obj``; one with only ``generateName`` is named here (see the module docstring)."""
         kind = obj["kind"]
         res = resource(kind)
         meta = obj.get("metadata") or {}
-        self._guard("create", kind, meta.get("name") or meta.get("generateName", ""))
-        body = dict(obj)
-        body.setdefault("apiVersion", res.api_version)
+        prefix = "" if meta.get("name") else str(meta.get("generateName") or "")
+        self._guard("create", kind, meta.get("name") or prefix)
         namespace = meta.get("namespace") or ("default" if res.namespaced else None)
-        out: RawObject = self._call(self.request("POST", res.path(namespace), body=body))
+        # A real API server sets creationTimestamp itself (ignoring this one); one that does not
+        # (kmock's stock emulator) would leave it empty, and a NodeClaim "created at 0" is at once
+        # past its launch deadline (lifecycle liveness).
+        stamp = meta.get("creationTimestamp") or _rfc3339(time.time())
+        for attempt in range(1, _NAME_ATTEMPTS + 1):
+            body = dict(obj)
+            body.setdefault("apiVersion", res.api_version)
+            body["metadata"] = {**meta, "creationTimestamp": stamp}
+            if prefix:
+                body["metadata"]["name"] = self.generated_name(prefix)
+            try:
+                out: RawObject = self._call(self.request("POST", res.path(namespace), body=body))
+            except (errors.AlreadyExists, errors.Conflict):
+                if not prefix or attempt == _NAME_ATTEMPTS:
+                    raise
+                continue  # a generated name that is taken: another suffix
+            break
         if kind in _CREATE_DROPS_STATUS and obj.get("status"):
             name = out["metadata"]["name"]
             out = self._call(

@@ -84,6 +84,8 @@ class KubeEvents:
             cutoff = now - self.dedupe_seconds
             self._recent = {k: t for k, t in self._recent.items() if t >= cutoff}
         body = event_body(event, controller=self.controller, instance=self.instance)
+        # named here, as the client names what it creates (an API server ignoring generateName)
+        body["metadata"]["name"] = self.kube.generated_name(body["metadata"].pop("generateName"))
         path = client_mod.RESOURCES["Event"].path(body["metadata"]["namespace"])
         self.kube.edge.submit(self._post(path, body))
 
