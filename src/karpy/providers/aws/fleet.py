@@ -60,9 +60,8 @@ class FleetRequest:
     def key(self) -> str:
         """Equal keys = requests that can share one CreateFleet call."""
         overrides = [dataclasses.astuple(o) for o in self.overrides]
-        return json.dumps(
-            [self.capacity_type, overrides, self.tags, self.context, self.capacity_block], separators=(",", ":")
-        )
+        doc = [self.capacity_type, overrides, self.tags, self.context, self.capacity_block]
+        return json.dumps(doc, separators=(",", ":"))
 
     def api(self, count: int) -> dict[str, object]:
         """CreateFleet's arguments for ``count`` instances of this request."""
