@@ -6,6 +6,7 @@ SIGINT stop the operator gracefully (Lease released, watches closed) within 5 se
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 from pathlib import Path
@@ -14,13 +15,20 @@ from types import FrameType
 import typer
 
 from karpy import operator as operator_mod
+from karpy import settings as settings_mod
 from karpy.model.errors import InputError, KarpyError
+from karpy.providers.aws.config import ENV, AWSSettings
 
 __all__ = ["operator"]
 
 
+_AWS = "AWS provider (--provider aws)"
+
+
 def operator(
-    provider: str = typer.Option("kwok", "--provider", help="Cloud provider: kwok (Node objects, no VM)."),
+    provider: str = typer.Option(
+        "kwok", "--provider", help="Cloud provider: kwok (Node objects, no VM) or aws (EC2 instances)."
+    ),
     catalog: str = typer.Option(
         "aws:us-east-1", "--catalog", help="Instance types: aws:<region> or the path of a catalog YAML."
     ),
@@ -33,12 +41,88 @@ def operator(
         False, "--leader-elect/--no-leader-elect", help="Elect a leader on a Lease (run 2+ replicas)."
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error."),
+    cluster_name: str = typer.Option(
+        "",
+        "--cluster-name",
+        envvar=ENV["cluster_name"],
+        help="The EKS cluster's name: resource discovery, tags, nodes' bootstrap (required with aws).",
+        rich_help_panel=_AWS,
+    ),
+    cluster_endpoint: str = typer.Option(
+        "",
+        "--cluster-endpoint",
+        envvar=ENV["cluster_endpoint"],
+        help="The API server URL nodes join (default: from eks:DescribeCluster).",
+        rich_help_panel=_AWS,
+    ),
+    cluster_ca_bundle: str = typer.Option(
+        "",
+        "--cluster-ca-bundle",
+        envvar=ENV["cluster_ca_bundle"],
+        help="Base64 CA bundle nodes trust the API server with (default: from eks:DescribeCluster).",
+        rich_help_panel=_AWS,
+    ),
+    interruption_queue: str = typer.Option(
+        "",
+        "--interruption-queue",
+        envvar=ENV["interruption_queue"],
+        help="SQS queue of EventBridge spot, health and state-change events (empty: not handled).",
+        rich_help_panel=_AWS,
+    ),
+    isolated_vpc: bool = typer.Option(
+        False,
+        "--isolated-vpc/--no-isolated-vpc",
+        envvar=ENV["isolated_vpc"],
+        help="No route to the Pricing API: keep the shipped on-demand prices.",
+        rich_help_panel=_AWS,
+    ),
+    reserved_enis: int = typer.Option(
+        0,
+        "--reserved-enis",
+        envvar=ENV["reserved_enis"],
+        min=0,
+        help="ENIs per node not used for pods (VPC CNI custom networking); lowers max pods.",
+        rich_help_panel=_AWS,
+    ),
+    vm_memory_overhead_percent: float = typer.Option(
+        0.075,
+        "--vm-memory-overhead-percent",
+        envvar=ENV["vm_memory_overhead_percent"],
+        min=0.0,
+        max=1.0,
+        help="Share of an instance type's memory taken off as VM overhead when predicting capacity.",
+        rich_help_panel=_AWS,
+    ),
 ) -> None:
-    """Run the karpy operator against a Kubernetes cluster."""
+    """Run the karpy operator against a Kubernetes cluster.
+
+    With --provider aws, region and credentials come only from boto3's standard chain
+    (AWS_REGION, IRSA web identity, EKS Pod Identity, the instance profile); karpy reads and
+    writes no credentials file. See docs/aws.md.
+    """
     operator_mod.configure_logging(log_level)
-    if provider != "kwok":
-        typer.echo(f"error: --provider {provider!r}: only kwok is available", err=True)
+    if provider not in ("kwok", "aws"):
+        typer.echo(f"error: --provider {provider!r}: one of kwok, aws", err=True)
         raise typer.Exit(2)
+    if provider == "aws" and not cluster_name:
+        typer.echo("error: --provider aws needs --cluster-name (or CLUSTER_NAME)", err=True)
+        raise typer.Exit(2)
+    base = settings_mod.Settings()
+    settings = dataclasses.replace(
+        base,
+        pricing=dataclasses.replace(
+            base.pricing, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
+        ),
+    )
+    aws = AWSSettings(
+        cluster_name=cluster_name,
+        cluster_endpoint=cluster_endpoint,
+        cluster_ca_bundle=cluster_ca_bundle,
+        interruption_queue=interruption_queue,
+        isolated_vpc=isolated_vpc,
+        reserved_enis=reserved_enis,
+        vm_memory_overhead_percent=vm_memory_overhead_percent,
+    )
     config = operator_mod.OperatorConfig(
         provider=provider,
         catalog=catalog,
@@ -46,6 +130,8 @@ def operator(
         metrics_port=metrics_port,
         health_port=health_port,
         leader_elect=leader_elect,
+        settings=settings,
+        aws=aws if provider == "aws" else None,
     )
     try:
         op = operator_mod.Operator(config)

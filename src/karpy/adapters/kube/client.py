@@ -82,6 +82,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("Pod", "", "v1", "pods", True, True),
         Resource("Node", "", "v1", "nodes", False, True),
         Resource("Namespace", "", "v1", "namespaces", False, False),
+        Resource("Service", "", "v1", "services", True, True),
         Resource("NodeClaim", "karpenter.sh", "v1", "nodeclaims", False, True),
         Resource("NodePool", "karpenter.sh", "v1", "nodepools", False, True),
         Resource("EC2NodeClass", "karpenter.k8s.aws", "v1", "ec2nodeclasses", False, True),
@@ -427,6 +428,11 @@ class KubeClient:
     def _guard(self, verb: str, kind: str, name: str) -> None:
         if self.write_guard is not None and not self.write_guard():
             raise kerrors.NotLeader(f"{verb} {kind} {name}: {self.identity} is not the leader")
+
+    def server_version(self) -> str:
+        """The API server's ``gitVersion`` (``GET /version``), e.g. ``v1.31.4-eks-1234``."""
+        answer = self._call(self.request("GET", "/version"))
+        return str(answer.get("gitVersion") or "")
 
     def get(self, kind: str, name: str, namespace: str = "") -> RawObject:
         res = resource(kind)

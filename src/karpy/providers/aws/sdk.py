@@ -13,6 +13,7 @@ this module and :mod:`karpy.providers.aws.errors` are the only ones importing bo
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,7 +57,9 @@ def connect(
     """Clients for ``region`` (default: boto3's chain). ``endpoint_url`` points every client at one
     endpoint (a moto server in tests); in production leave it None (``AWS_ENDPOINT_URL`` works too)."""
     boto = session if session is not None else boto3.session.Session()
-    name = region or boto.region_name
+    # botocore reads AWS_DEFAULT_REGION; AWS_REGION is what EKS (IRSA, Pod Identity) and the other
+    # SDKs set, so it is honoured too
+    name = region or boto.region_name or os.environ.get("AWS_REGION", "")
     if not name:
         raise errors.AWSError(
             "Connect", "NoRegion", "no AWS region: set AWS_REGION (IRSA and Pod Identity set it for you)"

@@ -74,8 +74,15 @@ class AWSStack:
     def cluster_info(self) -> cluster_mod.ClusterInfo:
         return self.info
 
-    def attach(self, ctx: Context, *, wake: Callable[[str], None] = lambda _name: None) -> None:
-        """Build the controllers that need the operator's context (its kube client and events)."""
+    def attach(
+        self,
+        ctx: Context,
+        *,
+        wake: Callable[[str], None] = lambda _name: None,
+        active: Callable[[], bool] = lambda: True,
+    ) -> None:
+        """Build the controllers that need the operator's context (its kube client and events);
+        ``active`` says whether this replica leads (only the leader takes interruption messages)."""
         self.nodeclass = NodeClassStatusController(
             ctx,
             self.clients,
@@ -92,6 +99,7 @@ class AWSStack:
                 unavailable=self.unavailable,
                 metrics=self.metrics,
                 wake=lambda: wake("aws.interruption"),
+                active=active,
             )
 
     def _node_class_deleted(self, nc: EC2NodeClass) -> None:

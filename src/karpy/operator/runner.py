@@ -15,6 +15,9 @@
 5. :meth:`Operator.run` drives the loop on the calling thread until :meth:`Operator.stop`
    (SIGTERM in the CLI); shutdown releases the Lease and stops within a few seconds.
 
+The cache gate lives in :mod:`karpy.operator.caches`, the log format in :mod:`karpy.operator.logs`
+and the AWS provider's wiring in :mod:`karpy.operator.aws`.
+
 A bad object (an invalid NodePool) never stops the operator: it gets a ``ValidationSucceeded``
 False condition and a Warning event, and is skipped. A controller that raises is logged and
 retried with backoff. Called by :mod:`karpy.cli.operator_cmd` and the integration tests.
@@ -24,11 +27,9 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import json
 import logging
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -49,7 +50,11 @@ from karpy.controllers.context import Context
 from karpy.controllers.result import PermanentError, TemporaryError
 from karpy.metrics import Metrics
 from karpy.model import errors
-from karpy.ports import Event, WatchEvent
+from karpy.operator import aws as operator_aws
+from karpy.operator.caches import CacheGate
+from karpy.ports import CloudProvider, Event, WatchEvent
+from karpy.providers.aws.config import AWSSettings
+from karpy.providers.aws.stack import AWSStack
 from karpy.providers.kwok import KwokCloudProvider
 from karpy.runtime import wiring
 from karpy.runtime.loop import LoopClock
@@ -57,170 +62,15 @@ from karpy.runtime.realtime import RealtimeLoop
 from karpy.state.cluster import Cluster
 from karpy.state.feed import KINDS, Feed
 
-__all__ = [
-    "MANAGED_BY_ANNOTATION",
-    "MANAGED_BY_VALUE",
-    "NODE_CLASS_KINDS",
-    "REQUIRED_KINDS",
-    "CacheGate",
-    "JsonFormatter",
-    "Operator",
-    "OperatorConfig",
-    "Refused",
-    "configure_logging",
-    "optional_kinds",
-    "preflight",
-    "required_kinds",
-]
+__all__ = ["MANAGED_BY_ANNOTATION", "MANAGED_BY_VALUE", "Operator", "OperatorConfig", "Refused", "preflight"]
 
+PROVIDERS = ("kwok", "aws")
 MANAGED_BY_ANNOTATION = claims.MANAGED_BY_ANNOTATION
 MANAGED_BY_VALUE = claims.MANAGED_BY_VALUE
 VALIDATION_CONDITION = "ValidationSucceeded"
 _VALIDATED_KINDS = frozenset({"NodePool", "EC2NodeClass", "KWOKNodeClass"})
 
 log = logging.getLogger("karpy.operator")
-
-
-# -- which caches gate the controllers -------------------------------------------------------
-# Upstream, each controller waits for the informers it watches and state.Cluster.Synced() checks
-# Nodes and NodeClaims. karpy's controllers share one loop and one snapshot, so one gate: the
-# loop runs once every REQUIRED kind has been listed. Provisioning packs pods onto Nodes and
-# in-flight NodeClaims of the NodePools (with DaemonSet overhead), disruption and termination
-# respect PodDisruptionBudgets, and the provider launches from its NodeClass: without any of
-# these a decision would be wrong, not merely less informed. The other watched kinds are optional.
-REQUIRED_KINDS = frozenset({"Pod", "Node", "NodeClaim", "NodePool", "DaemonSet", "PodDisruptionBudget"})
-NODE_CLASS_KINDS: dict[str, str] = {"kwok": "KWOKNodeClass", "aws": "EC2NodeClass"}
-# What an optional kind's missing cache means for the decisions (logged while it is missing).
-_OPTIONAL_EFFECTS = {
-    "Namespace": "pod-affinity namespaceSelector terms see no namespaces (only the namespaces they list)",
-}
-WAIT_REPORT_AFTER = 10.0  # seconds after start before the log names the missing caches
-WAIT_REPORT_EVERY = 60.0  # then at most this often while a required cache is missing
-
-
-def required_kinds(provider: str) -> frozenset[str]:
-    """The kinds whose caches must be listed before the controllers run with ``provider``."""
-    try:
-        return REQUIRED_KINDS | {NODE_CLASS_KINDS[provider]}
-    except KeyError:
-        raise errors.InputError(f"--provider {provider!r}: karpy knows no NodeClass kind for it") from None
-
-
-def optional_kinds(provider: str) -> frozenset[str]:
-    """The watched kinds the controllers do not wait for (e.g. Namespace, another provider's NodeClass)."""
-    return KINDS - required_kinds(provider)
-
-
-class CacheGate:
-    """The watched caches' state for the operator: gate, ``/readyz`` text, gauge and log lines.
-
-    :meth:`update` is called by each :class:`~karpy.adapters.kube.watch.Watcher` on the edge
-    thread; the other methods from the operator's and the health server's threads. Readiness
-    uses *synced* (listed at least once, as an informer's HasSynced: it stays true while a watch
-    later fails); ``karpy_cache_synced{kind}`` shows *healthy* (listed and currently working),
-    so a kind failing now reads 0.
-    """
-
-    def __init__(
-        self, provider: str, *, metrics: Metrics | None = None, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.required = required_kinds(provider)
-        self.optional = optional_kinds(provider)
-        self.metrics = metrics
-        self.clock = clock
-        self.started_at = clock()
-        self._lock = threading.Lock()
-        self._synced: set[str] = set()
-        self._absent: set[str] = set()
-        self._waiting_reported: float | None = None
-        self._optional_reported: tuple[str, ...] = ()
-        for kind in sorted(self.required | self.optional):
-            self._gauge(kind, False)
-
-    def start(self) -> None:
-        """The watches start now: the report's ``WAIT_REPORT_AFTER`` counts from here."""
-        self.started_at = self.clock()
-
-    def _gauge(self, kind: str, healthy: bool) -> None:
-        if self.metrics is not None:
-            self.metrics.cache_synced.labels(kind=kind).set(1 if healthy else 0)
-
-    def update(self, watcher: kube_watch.Watcher) -> None:
-        kind = watcher.kind
-        with self._lock:
-            if watcher.synced:
-                self._synced.add(kind)
-            newly_absent = watcher.absent and kind not in self._absent
-            if watcher.absent:
-                self._absent.add(kind)
-            else:
-                self._absent.discard(kind)
-        self._gauge(kind, watcher.healthy)
-        if newly_absent and kind in self.required:
-            log.warning(
-                "required cache %s: its resource %s is not served (HTTP 404); %s",
-                kind,
-                watcher.path,
-                "the controllers keep the last listed state"
-                if watcher.synced
-                else "the controllers wait until it is (install the CRD)",
-            )
-
-    def unsynced(self) -> list[str]:
-        """The required kinds not listed yet (the controllers wait for them)."""
-        with self._lock:
-            return sorted(self.required - self._synced)
-
-    def unsynced_optional(self) -> list[str]:
-        with self._lock:
-            return sorted(self.optional - self._synced)
-
-    def _missing(self, missing: list[str]) -> str:
-        """``Node,Pod`` (+ ``; not served (HTTP 404): ...`` for those whose list answers 404)."""
-        with self._lock:
-            absent = sorted(self._absent & set(missing))
-        return ",".join(missing) + ("; not served (HTTP 404): " + ",".join(absent) if absent else "")
-
-    def readiness(self) -> tuple[bool, str]:
-        """``/readyz``: (ready, body) naming what is missing, required or optional."""
-        missing, optional = self.unsynced(), self.unsynced_optional()
-        if missing:
-            return False, "waiting for caches: " + self._missing(missing)
-        if optional:
-            return True, "ok; not synced (optional): " + ",".join(optional)
-        return True, "ok"
-
-    def report(self) -> None:
-        """Log the missing caches: first after WAIT_REPORT_AFTER s, then (required ones) at most
-        every WAIT_REPORT_EVERY s and (optional ones) when their set changes. Called every loop turn."""
-        now = self.clock()
-        waited = now - self.started_at
-        if waited < WAIT_REPORT_AFTER:
-            return
-        missing = self.unsynced()
-        if missing and (self._waiting_reported is None or now - self._waiting_reported >= WAIT_REPORT_EVERY):
-            log.warning(
-                "controllers waiting for caches: %s (%.0f s since start)", self._missing(missing), waited
-            )
-            self._waiting_reported = now
-        elif not missing and self._waiting_reported is not None:
-            log.info("required caches synced after %.0f s; controllers running", waited)
-            self._waiting_reported = None
-        optional = tuple(self.unsynced_optional())
-        if optional != self._optional_reported:
-            if optional:
-                effects = "; ".join(
-                    f"{kind}: {_OPTIONAL_EFFECTS.get(kind, f'the state holds no {kind} objects')}"
-                    for kind in optional
-                )
-                log.warning(
-                    "not synced (optional; not waited for): %s; until they sync: %s",
-                    ",".join(optional),
-                    effects,
-                )
-            else:
-                log.info("optional caches synced: %s", ",".join(self._optional_reported))
-            self._optional_reported = optional
 
 
 class Refused(errors.KarpyError):
@@ -247,6 +97,8 @@ class OperatorConfig:
     registration_delay: float = 0.0
     disruption: bool = True
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
+    aws: AWSSettings | None = None  # --provider aws
+    aws_clients: Any = None  # tests: boto3 clients of their own (else boto3's standard chain)
 
 
 def preflight(kube: kube_client.KubeClient) -> None:
@@ -284,31 +136,6 @@ def preflight(kube: kube_client.KubeClient) -> None:
         )
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, msg (+ exception)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        out: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if record.exc_info:
-            out["error"] = self.formatException(record.exc_info)
-        return json.dumps(out, separators=(",", ":"))
-
-
-def configure_logging(level: str = "info", stream: Any = None) -> None:
-    handler = logging.StreamHandler(stream or sys.stderr)
-    formatter = JsonFormatter()
-    formatter.converter = time.gmtime
-    handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level.upper())
-
-
 class _HealthHandler(http.server.BaseHTTPRequestHandler):
     operator: Operator
 
@@ -333,9 +160,12 @@ class _HealthHandler(http.server.BaseHTTPRequestHandler):
 
 class Operator:
     def __init__(self, config: OperatorConfig, *, elector_factory: Callable[..., Any] | None = None) -> None:
-        if config.provider != "kwok":
-            raise errors.InputError(f"--provider {config.provider!r}: only kwok is available")
+        if config.provider not in PROVIDERS:
+            raise errors.InputError(f"--provider {config.provider!r}: one of {', '.join(PROVIDERS)}")
+        if config.provider == "aws" and (config.aws is None or not config.aws.cluster_name):
+            raise errors.InputError("--provider aws needs --cluster-name (or CLUSTER_NAME)")
         self.config = config
+        self.aws: AWSStack | None = None
         self._stop = threading.Event()
         self._idle = threading.Event()
         self._heartbeat = time.monotonic()
@@ -387,23 +217,12 @@ class Operator:
         except BaseException:
             self.kube.close()
             raise
-        types = catalog_mod.load(cfg.catalog, pricing=cfg.settings.pricing)
         clock = LoopClock(self.loop)
-        provider_box: list[KwokCloudProvider] = []
-        self.cluster = Cluster(
-            lambda pool, _nc: provider_box[0].instance_types(pool),
-            settings=cfg.settings,
-            well_known=types.well_known,
-        )
-        provider = KwokCloudProvider(
-            self.kube,
-            clock,
-            types_for=lambda _pool, _nc: types.instance_types,
-            node_class_for=self.cluster.node_class_for,
-            registration_delay=cfg.registration_delay,
-            loop=self.loop,
-        )
-        provider_box.append(provider)
+        try:
+            provider = self._provider(clock)
+        except BaseException:
+            self.kube.close()
+            raise
         self.provider = provider
         if cfg.leader_elect:
             self.elector = self._elector_factory(
@@ -426,6 +245,15 @@ class Operator:
         self.controllers = wiring.build(self.ctx, self.loop, self.feed, disruption_enabled=cfg.disruption)
         for task in self.loop.tasks.values():
             task.fn = self._guarded(task.name, task.fn)
+        if self.aws is not None:
+            operator_aws.register(
+                self.aws,
+                ctx=self.ctx,
+                loop=self.loop,
+                feed=self.feed,
+                leading=self.is_leader,
+                guard=self._guarded,
+            )
         self._start_servers()
         self.caches.start()
         self.watchers = kube_watch.start_watches(
@@ -433,6 +261,8 @@ class Operator:
         )
         if self.elector is not None:
             self.elector.start()
+        if self.aws is not None:
+            self.aws.start()
         self.started = True
         log.info(
             "karpy operator %s started (provider %s, catalog %s, leader election %s)",
@@ -441,6 +271,45 @@ class Operator:
             cfg.catalog,
             "on" if cfg.leader_elect else "off",
         )
+
+    def _provider(self, clock: LoopClock) -> CloudProvider:
+        """The cluster state and the cloud provider of ``config.provider`` (kwok or aws)."""
+        cfg = self.config
+        box: list[CloudProvider] = []
+        if cfg.provider == "aws":
+            assert cfg.aws is not None
+            self.cluster = Cluster(
+                lambda pool, _nc: box[0].instance_types(pool),
+                settings=cfg.settings,
+                well_known=catalog_mod.aws.well_known_labels(),
+            )
+            self.aws = operator_aws.build(
+                cfg.aws,
+                kube=self.kube,
+                cluster=self.cluster,
+                clock=clock,
+                metrics=self.metrics,
+                pricing=cfg.settings.pricing,
+                clients=cfg.aws_clients,
+            )
+            box.append(self.aws.provider)
+            return self.aws.provider
+        types = catalog_mod.load(cfg.catalog, pricing=cfg.settings.pricing)
+        self.cluster = Cluster(
+            lambda pool, _nc: box[0].instance_types(pool),
+            settings=cfg.settings,
+            well_known=types.well_known,
+        )
+        kwok = KwokCloudProvider(
+            self.kube,
+            clock,
+            types_for=lambda _pool, _nc: types.instance_types,
+            node_class_for=self.cluster.node_class_for,
+            registration_delay=cfg.registration_delay,
+            loop=self.loop,
+        )
+        box.append(kwok)
+        return kwok
 
     def _on_cache_change(self, watcher: kube_watch.Watcher) -> None:  # edge thread
         self.caches.update(watcher)
@@ -540,6 +409,8 @@ class Operator:
         self._wake()
 
     def shutdown(self) -> None:
+        if self.aws is not None:
+            self.aws.stop()
         if self.elector is not None and self.kube.edge.loop.is_running():
             with contextlib.suppress(Exception):
                 self.kube.edge.call(self.elector.release(), 1.5)
