@@ -8,9 +8,10 @@ NodeClaims of the cluster state in name order (claims being deleted belong to
   missing or of another hash version, so adopted claims do not all drift);
 - **launch**: ``CloudProvider.create`` (a :class:`~karpy.ports.BatchLauncher` provider gets every
   claim the pass launches in one ``create_batch``); the providerID, image, labels, capacity,
-  allocatable and the provider's annotations go to the claim with ``Launched=True``. Insufficient capacity (the provider caches the offering
-  as unavailable) or a NodeClass that is not ready deletes the claim, so its pods are
-  provisioned again; other cloud errors set ``Launched=Unknown`` and retry with backoff;
+  allocatable and the provider's annotations go to the claim with ``Launched=True``.
+  Insufficient capacity (the provider caches the offering as unavailable) or a NodeClass that
+  is not ready deletes the claim, so its pods are provisioned again; other cloud errors set
+  ``Launched=Unknown`` and retry with backoff;
 - **registration**: once a Node carries the claim's providerID it gets the finalizer, the
   claim's labels, taints and startup taints (unless ``karpenter.sh/do-not-sync-taints``),
   ``karpenter.sh/registered=true``, loses ``karpenter.sh/unregistered``; ``Registered=True``;

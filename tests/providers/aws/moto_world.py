@@ -78,17 +78,21 @@ def _tags(resource: str, tags: dict[str, str]) -> list[dict[str, object]]:
     return [{"ResourceType": resource, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
 
 
-def seed(url: str) -> World:
+SUBNETS = (("us-west-2a", "10.0.0.0/20"), ("us-west-2b", "10.0.16.0/24"), ("us-west-2c", "10.0.32.0/22"))
+LARGE_SUBNETS = (
+    ("us-west-2a", "10.0.0.0/18"),
+    ("us-west-2b", "10.0.64.0/18"),
+    ("us-west-2c", "10.0.128.0/18"),
+)
+
+
+def seed(url: str, *, subnets: tuple[tuple[str, str], ...] = SUBNETS) -> World:
     c = clients(url)
     world = World(url=url, clients=c)
     ec2 = c.ec2
     world.vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     # sizes differ so "the subnet with the most free IPs" is observable
-    for zone, cidr in (
-        ("us-west-2a", "10.0.0.0/20"),
-        ("us-west-2b", "10.0.16.0/24"),
-        ("us-west-2c", "10.0.32.0/22"),
-    ):
+    for zone, cidr in subnets:
         subnet = ec2.create_subnet(
             VpcId=world.vpc,
             CidrBlock=cidr,

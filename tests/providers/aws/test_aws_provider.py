@@ -354,3 +354,35 @@ def test_cluster_info_is_discovered(rig: Rig) -> None:
     assert info.endpoint == rig.world.endpoint and info.ca_bundle == rig.world.ca
     assert info.service_cidr == "172.20.0.0/16" and info.kubernetes_version == "1.31"
     assert not info.problems
+
+
+def test_in_flight_addresses_order_the_subnets_and_full_ones_are_skipped(rig: Rig) -> None:
+    """A zone's subnet is the one with the most free addresses, EC2's count (DescribeSubnets, every
+    minute) minus what launches since then were charged (the fewest pods of their candidate types,
+    as upstream predicts); the prediction only orders subnets. A subnet EC2 reports full
+    (InsufficientFreeAddressesInSubnet) is skipped for 3 minutes."""
+    world = rig.world
+    second = world.clients.ec2.create_subnet(
+        VpcId=world.vpc, CidrBlock="10.0.48.0/21", AvailabilityZone="us-west-2a"
+    )["Subnet"]["SubnetId"]  # 2,043 free addresses beside the seeded /20's 4,091
+    base = _node_class(world)
+    more = (*base.status.subnets, Subnet(second, "us-west-2a", "usw2-az1"))
+    rig.put(dataclasses.replace(base, status=dataclasses.replace(base.status, subnets=more)))
+    only_a = (
+        Requirement.in_(labels.INSTANCE_TYPE, "m5.large"),
+        Requirement.in_(labels.CAPACITY_TYPE, "on-demand"),
+        Requirement.in_(labels.ZONE, "us-west-2a"),
+    )
+    first = rig.provider.create(_claim("default-a1", requirements=only_a))
+    (instance,) = instances.describe(world.clients.ec2, [(instances.parse(first.provider_id) or ("", ""))[1]])
+    assert instance.subnet_id == world.subnets["us-west-2a"]  # the /20: most free addresses
+    rig.provider._charge(world.subnets["us-west-2a"], 3000)  # launches in flight predicted there
+    plan = rig.provider._plan(_claim("default-a2", requirements=only_a))
+    assert {o.subnet_id for o in plan.request.overrides} == {second}
+    rig.provider._charge(world.subnets["us-west-2a"], -3000)
+    rig.provider._subnet_full(world.subnets["us-west-2b"])  # what the fleet reports on that error
+    only_b = (*only_a[:2], Requirement.in_(labels.ZONE, "us-west-2b"))
+    with pytest.raises(errors.InsufficientCapacity, match="free addresses"):
+        rig.provider.create(_claim("default-b1", requirements=only_b))
+    rig.clock.t += 181
+    assert isinstance(rig.provider.create(_claim("default-b2", requirements=only_b)), NodeClaim)

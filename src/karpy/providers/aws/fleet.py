@@ -19,7 +19,6 @@ Called by :mod:`karpy.providers.aws.provider`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -59,7 +58,10 @@ class FleetRequest:
 
     def key(self) -> str:
         """Equal keys = requests that can share one CreateFleet call."""
-        overrides = [dataclasses.astuple(o) for o in self.overrides]
+        overrides = [
+            (o.launch_template, o.instance_type, o.zone, o.subnet_id, o.image_id, o.price)
+            for o in self.overrides
+        ]
         doc = [self.capacity_type, overrides, self.tags, self.context, self.capacity_block]
         return json.dumps(doc, separators=(",", ":"))
 

@@ -209,6 +209,13 @@ class LaunchTemplates:
         self._used[name] = now
         return name
 
+    def use(self, name: str, spec: LaunchTemplateSpec) -> str:
+        """``name`` (known to be ``name_of(spec)``) marked used now; ensured again if it was swept."""
+        if name in self._used:
+            self._used[name] = self._clock.now()
+            return name
+        return self.ensure(spec)
+
     def forget(self, name: str) -> None:
         """Drop ``name`` from the cache (EC2 said it does not exist): the next ensure recreates it."""
         self._used.pop(name, None)

@@ -65,6 +65,10 @@ __all__ = ["MAX_INSTANCE_TYPES", "AWSCloudProvider"]
 
 MAX_INSTANCE_TYPES = 60  # upstream truncates a launch to the 60 cheapest types
 SUBNET_TTL = 60.0
+FULL_SUBNET_TTL = 180.0
+LIST_TTL = (
+    30.0  # a drift check of an instance not described yet lists the cluster's instances at most this often
+)
 NODECLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 RESERVATION_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
@@ -84,6 +88,7 @@ class _Plan:
     request: FleetRequest
     types: dict[str, InstanceType]
     min_pods: int
+    charged: tuple[str, ...]  # subnets whose free addresses this launch is charged until it returns
 
 
 class AWSCloudProvider:
@@ -118,9 +123,17 @@ class AWSCloudProvider:
             on_template_gone=launch_templates.forget,
             on_subnet_full=self._subnet_full,
         )
-        self._subnet_ips: dict[str, int] = {}
+        self._subnet_ips: dict[str, int] = {}  # EC2's free-address count at the last DescribeSubnets
+        self._charged: dict[str, int] = {}  # addresses predicted for launches since then
+        self._full_until: dict[str, float] = {}  # subnets EC2 reported full, until
         self._subnets_at = -SUBNET_TTL
         self._described: dict[str, instances.Instance] = {}  # instance id -> last description
+        self._names_memo: tuple[tuple[InstanceType, ...], dict[str, InstanceType]] | None = None
+        self._listed_at = -LIST_TTL
+        # launch templates by AMI group, for the NodeClass object they were made for
+        self._template_memo: (
+            tuple[EC2NodeClass, dict[tuple[Any, ...], tuple[str, LaunchTemplateSpec]]] | None
+        ) = None
 
     # -- node classes and types ----------------------------------------------------------
     def node_class(self, ref_name: str) -> EC2NodeClass | None:
@@ -160,8 +173,11 @@ class AWSCloudProvider:
             launched = self.fleet.launch([plan.request for _, plan in plans])
             pending = []
             for (index, plan), outcome in zip(plans, launched, strict=True):
+                kept = outcome.subnet_id if isinstance(outcome, LaunchedInstance) else ""
+                for subnet_id in plan.charged:
+                    if subnet_id != kept:
+                        self._charge(subnet_id, -plan.min_pods)  # not used: its addresses come back
                 if isinstance(outcome, LaunchedInstance):
-                    self._spent(outcome.subnet_id, plan.min_pods)
                     results[index] = self._hydrate(plan, outcome)
                 elif isinstance(outcome, model_errors.InsufficientCapacity) and attempt == 0:
                     pending.append(index)
@@ -192,7 +208,9 @@ class AWSCloudProvider:
         capacity_type = self._capacity_type(reqs, types)
         subnets = self._zonal_subnets(nc)
         if not subnets:
-            raise model_errors.NodeClassNotReady(f"EC2NodeClass {nc.name}: no subnet with free addresses")
+            raise model_errors.InsufficientCapacity(
+                f"NodeClaim {claim.name}: no subnet of EC2NodeClass {nc.name} has free addresses left"
+            )
         overrides: list[Override] = []
         by_name: dict[str, InstanceType] = {}
         pods: list[int] = []
@@ -216,8 +234,10 @@ class AWSCloudProvider:
                 by_name[it.name] = it
                 pods.append(it.capacity.get(PODS))
         if not overrides:
+            zones = ", ".join(sorted(subnets))
             raise model_errors.InsufficientCapacity(
-                f"NodeClaim {claim.name}: no {capacity_type} offering with an AMI and a subnet"
+                f"NodeClaim {claim.name}: no {capacity_type} offering with an AMI in a zone whose subnet "
+                f"has free addresses ({zones})"
             )
         tags = self._tags(nc, claim)
         capacity_block = any(
@@ -232,7 +252,14 @@ class AWSCloudProvider:
             context=nc.context,
             capacity_block=capacity_block,
         )
-        return _Plan(claim, nc, request, by_name, min(pods) if pods else 0)
+        # upstream's in-flight IP prediction: each zonal subnet of the request is charged the fewest
+        # pods a candidate type runs until the launch says which one was used (the others get them back);
+        # the launched one stays charged until the next DescribeSubnets
+        predicted = min(pods) if pods else 0
+        charged = tuple(sorted({o.subnet_id for o in overrides}))
+        for subnet_id in charged:
+            self._charge(subnet_id, predicted)
+        return _Plan(claim, nc, request, by_name, predicted, charged)
 
     def _tags(self, nc: EC2NodeClass, claim: NodeClaim) -> dict[str, str]:
         """The tags of everything a launch creates (the controller policy's conditions need them)."""
@@ -250,6 +277,10 @@ class AWSCloudProvider:
     ) -> list[InstanceType]:
         """The claim's types that can launch it, filtered and truncated as upstream."""
         fits: list[tuple[float, InstanceType]] = []
+        named = reqs.get(labels.INSTANCE_TYPE)
+        if named is not None and not named.complement:  # the claim lists its options: look them up
+            by_name = self._by_name(offered)
+            offered = tuple(by_name[n] for n in sorted(named.values) if n in by_name)
         for it in offered:
             if not it.requirements.overlaps(reqs) or not claim.requests.fits(it.allocatable):
                 continue
@@ -263,6 +294,13 @@ class AWSCloudProvider:
             fits = self._spot_no_dearer_than_on_demand(reqs, fits)
         fits.sort(key=lambda pair: (pair[0], pair[1].name))
         return [it for _, it in fits[:MAX_INSTANCE_TYPES]]
+
+    def _by_name(self, offered: tuple[InstanceType, ...]) -> dict[str, InstanceType]:
+        held = self._names_memo
+        if held is None or held[0] is not offered:
+            held = (offered, {it.name: it for it in offered})
+            self._names_memo = held
+        return held[1]
 
     def _spot_no_dearer_than_on_demand(
         self, reqs: Requirements, fits: list[tuple[float, InstanceType]]
@@ -315,6 +353,59 @@ class AWSCloudProvider:
         reservation: str,
         capacity_type: str,
     ) -> str:
+        """The launch template for ``it`` (its AMI group's); rendered once per distinct group."""
+        pods = it.capacity.get(PODS)
+        key = (
+            claim.node_pool,
+            tuple(sorted(claim.labels.items())),
+            claim.taints,
+            claim.startup_taints,
+            capacity_type,
+            ami.id,
+            pods,
+            reservation,
+            info,
+            self._reserved_key(it.name, nc),
+        )
+        memo = self._templates_for(nc)
+        known = memo.get(key)
+        if known is not None:
+            return self.launch_templates.use(*known)
+        spec = self._template_spec(claim, nc, it, ami, info, reservation, capacity_type)
+        name = self.launch_templates.ensure(spec)
+        memo[key] = (name, spec)
+        return name
+
+    def _templates_for(self, nc: EC2NodeClass) -> dict[tuple[Any, ...], tuple[str, LaunchTemplateSpec]]:
+        """Launch templates by group for this NodeClass object (a changed NodeClass starts afresh)."""
+        held = self._template_memo
+        if held is None or held[0] is not nc:
+            held = (nc, {})
+            self._template_memo = held
+        return held[1]
+
+    def _reserved_key(self, name: str, nc: EC2NodeClass) -> tuple[tuple[str, int], ...]:
+        shape = self._types.shape(name)
+        if shape is None:
+            return ()
+        reserved = capacity_mod.kube_reserved(
+            shape,
+            nc,
+            vm_memory_overhead_percent=self.settings.vm_memory_overhead_percent,
+            reserved_enis=self.settings.reserved_enis,
+        )
+        return tuple(sorted(reserved.items()))
+
+    def _template_spec(
+        self,
+        claim: NodeClaim,
+        nc: EC2NodeClass,
+        it: InstanceType,
+        ami: AMI,
+        info: ClusterInfo,
+        reservation: str,
+        capacity_type: str,
+    ) -> LaunchTemplateSpec:
         shape = self._types.shape(it.name)
         kube_reserved: dict[str, str] = {}
         if shape is not None:
@@ -351,7 +442,7 @@ class AWSCloudProvider:
             tags=tuple(sorted(self._tags(nc, claim).items())),
             node_class=nc.name,
         )
-        return self.launch_templates.ensure(spec)
+        return spec
 
     # -- subnets ---------------------------------------------------------------------------
     def _refresh_subnets(self, ids: list[str]) -> None:
@@ -365,28 +456,36 @@ class AWSCloudProvider:
         for subnet in found:
             self._subnet_ips[str(subnet["SubnetId"])] = int(subnet.get("AvailableIpAddressCount") or 0)
         self._subnets_at = self._clock.now()
+        self._charged = {}
 
     def _zonal_subnets(self, nc: EC2NodeClass) -> dict[str, str]:
-        """zone -> the NodeClass subnet there with the most free IPs (ties: the lower id)."""
+        """zone -> the NodeClass subnet there with the most predicted free addresses (EC2's count
+        minus the launches in flight; ties: the lower id). A subnet EC2 counts 0 free addresses in,
+        or reported full to a launch in the last 3 minutes, is not used."""
+        now = self._clock.now()
         ids = sorted({s.id for s in nc.status.subnets})
-        if self._clock.now() - self._subnets_at >= SUBNET_TTL or any(i not in self._subnet_ips for i in ids):
+        if now - self._subnets_at >= SUBNET_TTL or any(i not in self._subnet_ips for i in ids):
             self._refresh_subnets(ids)
         best: dict[str, tuple[int, str]] = {}
         for subnet in nc.status.subnets:
             ips = self._subnet_ips.get(subnet.id, 0)
-            if ips <= 0:
+            if ips <= 0 or self._full_until.get(subnet.id, 0.0) > now:
                 continue
+            predicted = ips - self._charged.get(subnet.id, 0)
             known = best.get(subnet.zone)
-            if known is None or (-ips, subnet.id) < (-known[0], known[1]):
-                best[subnet.zone] = (ips, subnet.id)
+            if known is None or (-predicted, subnet.id) < (-known[0], known[1]):
+                best[subnet.zone] = (predicted, subnet.id)
         return {zone: subnet_id for zone, (_, subnet_id) in best.items()}
 
-    def _spent(self, subnet_id: str, addresses: int) -> None:
-        if subnet_id in self._subnet_ips:
-            self._subnet_ips[subnet_id] = max(0, self._subnet_ips[subnet_id] - max(addresses, 1))
+    def _charge(self, subnet_id: str, addresses: int) -> None:
+        """Charge (or, negative, give back) ``addresses`` of a subnet's free ones to launches in flight.
+        As upstream's, the prediction orders the subnets; it never makes one unusable by itself."""
+        self._charged[subnet_id] = self._charged.get(subnet_id, 0) + addresses
 
     def _subnet_full(self, subnet_id: str) -> None:
-        self._subnet_ips[subnet_id] = 0
+        """EC2 answered InsufficientFreeAddressesInSubnet: skip the subnet for 3 minutes."""
+        self._full_until[subnet_id] = self._clock.now() + FULL_SUBNET_TTL
+        log.info("subnet %s has no free addresses: not used for %.0f s", subnet_id, FULL_SUBNET_TTL)
 
     # -- hydrate -----------------------------------------------------------------------------
     def _hydrate(self, plan: _Plan, launched: LaunchedInstance) -> NodeClaim:
@@ -468,6 +567,7 @@ class AWSCloudProvider:
     def list(self) -> list[NodeClaim]:
         found = instances.list_instances(self._ec2, cluster=self.settings.cluster_name)
         self._described = {i.id: i for i in found}
+        self._listed_at = self._clock.now()
         return [self._claim_of(i) for i in found]
 
     @staticmethod
@@ -495,10 +595,18 @@ class AWSCloudProvider:
         parsed = instances.parse(claim.provider_id)
         instance = self._described.get(parsed[1]) if parsed else None
         if instance is None and parsed is not None:
-            try:
-                instance = self._instance(claim.provider_id)
-            except model_errors.CloudError:
-                instance = None
+            # one DescribeInstances of the cluster's instances serves many fresh claims
+            if self._clock.now() - self._listed_at >= LIST_TTL:
+                try:
+                    self.list()
+                except model_errors.CloudError as exc:
+                    log.warning("listing instances for drift failed: %s", exc)
+                instance = self._described.get(parsed[1])
+            if instance is None:
+                try:
+                    instance = self._instance(claim.provider_id)
+                except model_errors.CloudError:
+                    instance = None
         types = {it.name: it for it in self._types.list(nc)}
 
         def amis_for_type(name: str) -> list[AMI]:
