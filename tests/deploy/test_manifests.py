@@ -19,6 +19,7 @@ from karpy.metrics import Metrics
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.31"
+AWS = DEPLOY / "aws"
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -26,7 +27,10 @@ def documents(path: Path) -> list[dict[str, Any]]:
 
 
 def manifests() -> list[Path]:
-    return sorted(p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml")
+    """The base install's manifests (deploy/aws/ is an overlay of patches, checked below)."""
+    return sorted(
+        p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml" and AWS not in p.parents
+    )
 
 
 def crd(kind: str) -> dict[str, Any]:
