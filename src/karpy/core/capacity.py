@@ -37,7 +37,6 @@ __all__ = [
     "ami_family",
     "capacity",
     "eni_limited_pods",
-    "eviction_threshold",
     "is_windows",
     "kube_reserved",
     "overhead",
@@ -247,18 +246,8 @@ def _eviction_signal(capacity_amount: int, value: str) -> int:
     return quantity.to_units(text)
 
 
-def kube_reserved(
-    shape: Ec2Shape,
-    nodeclass: EC2NodeClass | None = None,
-    *,
-    vm_memory_overhead_percent: float = 0.075,
-    reserved_enis: int = 0,
-) -> Resources:
-    """The kube-reserved a node of ``shape`` runs with (EKS bands, ``kubelet.kubeReserved`` wins)."""
+def _kube(shape: Ec2Shape, nodeclass: EC2NodeClass | None, cap: Resources) -> Resources:
     family = ami_family(nodeclass)
-    cap = capacity(
-        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
-    )
     # AL2/AL2023/Custom size kube-reserved memory by ENI-limited pods (0 reserved ENIs, maxPods
     # ignored); Bottlerocket and Windows by the final pods value.
     if family in (AL2, AL2023, CUSTOM):
@@ -274,17 +263,8 @@ def kube_reserved(
     return Resources(kube)
 
 
-def eviction_threshold(
-    shape: Ec2Shape,
-    nodeclass: EC2NodeClass | None = None,
-    *,
-    vm_memory_overhead_percent: float = 0.075,
-    reserved_enis: int = 0,
-) -> Resources:
+def _eviction(nodeclass: EC2NodeClass | None, cap: Resources) -> dict[str, int]:
     """The hard eviction threshold subtracted from allocatable (100Mi memory, 10% nodefs by default)."""
-    cap = capacity(
-        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
-    )
     eviction: dict[str, int] = {
         MEMORY: 100 * _MI,
         EPHEMERAL_STORAGE: math.ceil(float(cap.get(EPHEMERAL_STORAGE)) / 100 * 10),
@@ -294,7 +274,21 @@ def eviction_threshold(
         eviction[MEMORY] = _eviction_signal(cap.get(MEMORY), hard[_MEMORY_AVAILABLE])
     if _NODEFS_AVAILABLE in hard:
         eviction[EPHEMERAL_STORAGE] = _eviction_signal(cap.get(EPHEMERAL_STORAGE), hard[_NODEFS_AVAILABLE])
-    return Resources(eviction)
+    return eviction
+
+
+def kube_reserved(
+    shape: Ec2Shape,
+    nodeclass: EC2NodeClass | None = None,
+    *,
+    vm_memory_overhead_percent: float = 0.075,
+    reserved_enis: int = 0,
+) -> Resources:
+    """The kube-reserved a node of ``shape`` runs with (EKS bands, ``kubelet.kubeReserved`` wins)."""
+    cap = capacity(
+        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
+    )
+    return _kube(shape, nodeclass, cap)
 
 
 def overhead(
@@ -305,14 +299,11 @@ def overhead(
     reserved_enis: int = 0,
 ) -> Resources:
     """kube-reserved + system-reserved + eviction threshold for ``shape`` under ``nodeclass``."""
-    kube = kube_reserved(
+    cap = capacity(
         shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
     )
     system = _reserved(_kubelet(nodeclass).system_reserved)
-    eviction = eviction_threshold(
-        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
-    )
-    return kube + system + eviction
+    return _kube(shape, nodeclass, cap) + system + _eviction(nodeclass, cap)
 
 
 def allocatable(

@@ -86,6 +86,18 @@ LARGE_SUBNETS = (
 )
 
 
+_STOCK: dict[str, str] = {}  # arch -> one of moto's stock Amazon images (the same after every reset)
+
+
+def _stock_image(ec2: object, arch: str) -> str:
+    if arch not in _STOCK:
+        found = ec2.describe_images(  # type: ignore[attr-defined]
+            Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [arch]}]
+        )["Images"]
+        _STOCK[arch] = str(sorted(i["ImageId"] for i in found)[0])
+    return _STOCK[arch]
+
+
 def seed(url: str, *, subnets: tuple[tuple[str, str], ...] = SUBNETS) -> World:
     c = clients(url)
     world = World(url=url, clients=c)
@@ -111,9 +123,7 @@ def seed(url: str, *, subnets: tuple[tuple[str, str], ...] = SUBNETS) -> World:
     )["GroupId"]
     for arch, attr in (("x86_64", "ami_x86"), ("arm64", "ami_arm")):
         # moto's RegisterImage drops the architecture: copy one of its stock Amazon images instead
-        stock = ec2.describe_images(Owners=["amazon"], Filters=[{"Name": "architecture", "Values": [arch]}])[
-            "Images"
-        ][0]["ImageId"]
+        stock = _stock_image(ec2, arch)
         image = ec2.copy_image(Name=f"golden-al2023-{arch}-v1", SourceImageId=stock, SourceRegion=REGION)[
             "ImageId"
         ]

@@ -376,11 +376,11 @@ def test_in_flight_addresses_order_the_subnets_and_full_ones_are_skipped(rig: Ri
     first = rig.provider.create(_claim("default-a1", requirements=only_a))
     (instance,) = instances.describe(world.clients.ec2, [(instances.parse(first.provider_id) or ("", ""))[1]])
     assert instance.subnet_id == world.subnets["us-west-2a"]  # the /20: most free addresses
-    rig.provider._charge(world.subnets["us-west-2a"], 3000)  # launches in flight predicted there
+    rig.provider.subnets.charge(world.subnets["us-west-2a"], 3000)  # launches in flight predicted there
     plan = rig.provider._plan(_claim("default-a2", requirements=only_a))
     assert {o.subnet_id for o in plan.request.overrides} == {second}
-    rig.provider._charge(world.subnets["us-west-2a"], -3000)
-    rig.provider._subnet_full(world.subnets["us-west-2b"])  # what the fleet reports on that error
+    rig.provider.subnets.charge(world.subnets["us-west-2a"], -3000)
+    rig.provider.subnets.full(world.subnets["us-west-2b"])  # what the fleet reports on that error
     only_b = (*only_a[:2], Requirement.in_(labels.ZONE, "us-west-2b"))
     with pytest.raises(errors.InsufficientCapacity, match="free addresses"):
         rig.provider.create(_claim("default-b1", requirements=only_b))

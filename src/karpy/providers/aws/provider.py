@@ -4,12 +4,10 @@
 NodeClass is missing, deleting or not ``Ready`` for its current generation (so provisioning never
 plans on it). ``create``/``create_batch`` launch as upstream does (``docs/upstream-aws.md`` §4):
 
-1. the claim's instance-type options that fit its requests and have an available compatible
-   offering, exotic types (GPU, accelerators, metal) dropped unless nothing else is left, spot
-   offerings dearer than the cheapest on-demand one dropped when both are allowed, the 60 cheapest
-   kept; the capacity type is reserved, else spot, else on-demand (the first the claim allows);
-2. per zone the NodeClass subnet with the most free IPs (DescribeSubnets, cached 1 min, minus what
-   this process just launched into it);
+1. the claim's instance-type options filtered and truncated to the 60 cheapest, and the capacity
+   type (reserved, else spot, else on-demand) as upstream (:mod:`.candidates`);
+2. per zone the NodeClass subnet with the most free addresses, as upstream predicts them
+   (:mod:`.subnets`);
 3. the types grouped by (AMI, max pods, kube-reserved, reservation) into launch templates (user data
    rendered per AMI family, :mod:`.userdata`; templates content-addressed, :mod:`.launchtemplates`);
 4. one CreateFleet ``instant`` request per claim, identical ones batched (:mod:`.fleet`); capacity
@@ -46,7 +44,8 @@ from karpy.model.requirements import Requirements
 from karpy.model.resources import PODS, Resources
 from karpy.ports import Clock, CloudProvider
 from karpy.providers.aws import amis as amis_mod
-from karpy.providers.aws import drift, errors, instances, userdata
+from karpy.providers.aws import candidates as candidates_mod
+from karpy.providers.aws import drift, instances, userdata
 from karpy.providers.aws.cluster import ClusterInfo
 from karpy.providers.aws.config import AWSSettings
 from karpy.providers.aws.fleet import Fleet, FleetRequest, LaunchedInstance, Override
@@ -58,14 +57,12 @@ from karpy.providers.aws.launchtemplates import (
     default_block_devices,
 )
 from karpy.providers.aws.metrics import AWSMetrics
+from karpy.providers.aws.subnets import ZonalSubnets
 from karpy.providers.aws.unavailable import UnavailableOfferings
 from karpy.state.cluster import Cluster
 
-__all__ = ["MAX_INSTANCE_TYPES", "AWSCloudProvider"]
+__all__ = ["AWSCloudProvider"]
 
-MAX_INSTANCE_TYPES = 60  # upstream truncates a launch to the 60 cheapest types
-SUBNET_TTL = 60.0
-FULL_SUBNET_TTL = 180.0
 LIST_TTL = (
     30.0  # a drift check of an instance not described yet lists the cluster's instances at most this often
 )
@@ -73,8 +70,6 @@ NODECLASS_LABEL = "karpenter.k8s.aws/ec2nodeclass"
 RESERVATION_LABEL = "karpenter.k8s.aws/capacity-reservation-id"
 ZONE_ID_LABEL = "topology.k8s.aws/zone-id"
 INSTANCE_PROFILE_ANNOTATION = "karpenter.k8s.aws/instance-profile-name"
-_GPU_LABELS = ("karpenter.k8s.aws/instance-gpu-count", "karpenter.k8s.aws/instance-accelerator-count")
-_CT_ORDER = (labels.CAPACITY_TYPE_RESERVED, labels.CAPACITY_TYPE_SPOT, labels.CAPACITY_TYPE_ON_DEMAND)
 
 log = logging.getLogger("karpy.aws.provider")
 
@@ -116,17 +111,14 @@ class AWSCloudProvider:
         self.launch_templates = launch_templates
         self._metrics = metrics
         self._clock = clock
+        self.subnets = ZonalSubnets(ec2, clock=clock)
         self.fleet = Fleet(
             ec2,
             unavailable=unavailable,
             metrics=metrics,
             on_template_gone=launch_templates.forget,
-            on_subnet_full=self._subnet_full,
+            on_subnet_full=self.subnets.full,
         )
-        self._subnet_ips: dict[str, int] = {}  # EC2's free-address count at the last DescribeSubnets
-        self._charged: dict[str, int] = {}  # addresses predicted for launches since then
-        self._full_until: dict[str, float] = {}  # subnets EC2 reported full, until
-        self._subnets_at = -SUBNET_TTL
         self._described: dict[str, instances.Instance] = {}  # instance id -> last description
         self._names_memo: tuple[tuple[InstanceType, ...], dict[str, InstanceType]] | None = None
         self._listed_at = -LIST_TTL
@@ -176,7 +168,7 @@ class AWSCloudProvider:
                 kept = outcome.subnet_id if isinstance(outcome, LaunchedInstance) else ""
                 for subnet_id in plan.charged:
                     if subnet_id != kept:
-                        self._charge(subnet_id, -plan.min_pods)  # not used: its addresses come back
+                        self.subnets.charge(subnet_id, -plan.min_pods)  # not used: its addresses come back
                 if isinstance(outcome, LaunchedInstance):
                     results[index] = self._hydrate(plan, outcome)
                 elif isinstance(outcome, model_errors.InsufficientCapacity) and attempt == 0:
@@ -200,13 +192,14 @@ class AWSCloudProvider:
             )
         info = self._cluster_info()
         reqs = Requirements(claim.requirements)
-        types = self._candidates(claim, reqs, self._types.list(nc))
+        offered = self._types.list(nc)
+        types = candidates_mod.candidates(reqs, claim.requests, offered, by_name=self._by_name(offered))
         if not types:
             raise model_errors.InsufficientCapacity(
                 f"NodeClaim {claim.name}: all requested instance types were unavailable during launch"
             )
-        capacity_type = self._capacity_type(reqs, types)
-        subnets = self._zonal_subnets(nc)
+        capacity_type = candidates_mod.capacity_type(reqs, types)
+        subnets = self.subnets.choose(nc)
         if not subnets:
             raise model_errors.InsufficientCapacity(
                 f"NodeClaim {claim.name}: no subnet of EC2NodeClass {nc.name} has free addresses left"
@@ -258,7 +251,7 @@ class AWSCloudProvider:
         predicted = min(pods) if pods else 0
         charged = tuple(sorted({o.subnet_id for o in overrides}))
         for subnet_id in charged:
-            self._charge(subnet_id, predicted)
+            self.subnets.charge(subnet_id, predicted)
         return _Plan(claim, nc, request, by_name, predicted, charged)
 
     def _tags(self, nc: EC2NodeClass, claim: NodeClaim) -> dict[str, str]:
@@ -272,72 +265,12 @@ class AWSCloudProvider:
             MANAGED_BY_TAG[0]: MANAGED_BY_TAG[1],
         }
 
-    def _candidates(
-        self, claim: NodeClaim, reqs: Requirements, offered: tuple[InstanceType, ...]
-    ) -> list[InstanceType]:
-        """The claim's types that can launch it, filtered and truncated as upstream."""
-        fits: list[tuple[float, InstanceType]] = []
-        named = reqs.get(labels.INSTANCE_TYPE)
-        if named is not None and not named.complement:  # the claim lists its options: look them up
-            by_name = self._by_name(offered)
-            offered = tuple(by_name[n] for n in sorted(named.values) if n in by_name)
-        for it in offered:
-            if not it.requirements.overlaps(reqs) or not claim.requests.fits(it.allocatable):
-                continue
-            cheapest = it.cheapest_offering(reqs)
-            if cheapest is not None:
-                fits.append((cheapest.price, it))
-        min_values = reqs.has_min_values()
-        if not min_values:
-            ordinary = [(p, it) for p, it in fits if not _exotic(it)]
-            fits = ordinary or fits
-            fits = self._spot_no_dearer_than_on_demand(reqs, fits)
-        fits.sort(key=lambda pair: (pair[0], pair[1].name))
-        return [it for _, it in fits[:MAX_INSTANCE_TYPES]]
-
     def _by_name(self, offered: tuple[InstanceType, ...]) -> dict[str, InstanceType]:
         held = self._names_memo
         if held is None or held[0] is not offered:
             held = (offered, {it.name: it for it in offered})
             self._names_memo = held
         return held[1]
-
-    def _spot_no_dearer_than_on_demand(
-        self, reqs: Requirements, fits: list[tuple[float, InstanceType]]
-    ) -> list[tuple[float, InstanceType]]:
-        ct = reqs.get(labels.CAPACITY_TYPE)
-        both = ct is None or (ct.has(labels.CAPACITY_TYPE_SPOT) and ct.has(labels.CAPACITY_TYPE_ON_DEMAND))
-        if not both:
-            return fits
-        on_demand = [
-            o.price
-            for _, it in fits
-            for o in it.offerings
-            if o.available and o.capacity_type == labels.CAPACITY_TYPE_ON_DEMAND and o.compatible(reqs)
-        ]
-        if not on_demand:
-            return fits
-        ceiling = min(on_demand)
-        out: list[tuple[float, InstanceType]] = []
-        for price, it in fits:
-            kept = tuple(
-                o
-                for o in it.offerings
-                if o.capacity_type != labels.CAPACITY_TYPE_SPOT or o.price <= ceiling or not o.available
-            )
-            if len(kept) != len(it.offerings):
-                it = dataclasses.replace(it, offerings=kept)
-            if it.cheapest_offering(reqs) is not None:
-                out.append((price, it))
-        return out
-
-    @staticmethod
-    def _capacity_type(reqs: Requirements, types: Sequence[InstanceType]) -> str:
-        for ct in _CT_ORDER:
-            for it in types:
-                if any(o.available and o.capacity_type == ct and o.compatible(reqs) for o in it.offerings):
-                    return ct
-        return labels.CAPACITY_TYPE_ON_DEMAND
 
     def _ami_for(self, nc: EC2NodeClass, it: InstanceType) -> AMI | None:
         found = amis_mod.amis_for(nc.status.amis, it.requirements)
@@ -355,6 +288,7 @@ class AWSCloudProvider:
     ) -> str:
         """The launch template for ``it`` (its AMI group's); rendered once per distinct group."""
         pods = it.capacity.get(PODS)
+        reserved = self._kube_reserved(it.name, nc)
         key = (
             claim.node_pool,
             tuple(sorted(claim.labels.items())),
@@ -365,13 +299,13 @@ class AWSCloudProvider:
             pods,
             reservation,
             info,
-            self._reserved_key(it.name, nc),
+            tuple(sorted(reserved.items())),
         )
         memo = self._templates_for(nc)
         known = memo.get(key)
         if known is not None:
             return self.launch_templates.use(*known)
-        spec = self._template_spec(claim, nc, it, ami, info, reservation, capacity_type)
+        spec = self._template_spec(claim, nc, it, ami, info, reservation, capacity_type, reserved)
         name = self.launch_templates.ensure(spec)
         memo[key] = (name, spec)
         return name
@@ -384,17 +318,18 @@ class AWSCloudProvider:
             self._template_memo = held
         return held[1]
 
-    def _reserved_key(self, name: str, nc: EC2NodeClass) -> tuple[tuple[str, int], ...]:
+    def _kube_reserved(self, name: str, nc: EC2NodeClass) -> Resources:
+        """The kube-reserved karpy predicted for type ``name`` (passed to the kubelet, so the node's
+        allocatable is the planned one); empty for a type without a known shape."""
         shape = self._types.shape(name)
         if shape is None:
-            return ()
-        reserved = capacity_mod.kube_reserved(
+            return Resources()
+        return capacity_mod.kube_reserved(
             shape,
             nc,
             vm_memory_overhead_percent=self.settings.vm_memory_overhead_percent,
             reserved_enis=self.settings.reserved_enis,
         )
-        return tuple(sorted(reserved.items()))
 
     def _template_spec(
         self,
@@ -405,17 +340,9 @@ class AWSCloudProvider:
         info: ClusterInfo,
         reservation: str,
         capacity_type: str,
+        reserved: Resources,
     ) -> LaunchTemplateSpec:
-        shape = self._types.shape(it.name)
-        kube_reserved: dict[str, str] = {}
-        if shape is not None:
-            reserved = capacity_mod.kube_reserved(
-                shape,
-                nc,
-                vm_memory_overhead_percent=self.settings.vm_memory_overhead_percent,
-                reserved_enis=self.settings.reserved_enis,
-            )
-            kube_reserved = _quantities(reserved)
+        kube_reserved = _quantities(reserved)
         options = userdata.BootstrapOptions(
             cluster=info,
             kubelet=nc.kubelet,
@@ -443,49 +370,6 @@ class AWSCloudProvider:
             node_class=nc.name,
         )
         return spec
-
-    # -- subnets ---------------------------------------------------------------------------
-    def _refresh_subnets(self, ids: list[str]) -> None:
-        try:
-            found = errors.pages(self._ec2, "describe_subnets", "Subnets", SubnetIds=ids)
-        except errors.AWSError as exc:
-            log.warning("DescribeSubnets failed (%s); using the last known free addresses", exc)
-            for subnet_id in ids:
-                self._subnet_ips.setdefault(subnet_id, 1)
-            return
-        for subnet in found:
-            self._subnet_ips[str(subnet["SubnetId"])] = int(subnet.get("AvailableIpAddressCount") or 0)
-        self._subnets_at = self._clock.now()
-        self._charged = {}
-
-    def _zonal_subnets(self, nc: EC2NodeClass) -> dict[str, str]:
-        """zone -> the NodeClass subnet there with the most predicted free addresses (EC2's count
-        minus the launches in flight; ties: the lower id). A subnet EC2 counts 0 free addresses in,
-        or reported full to a launch in the last 3 minutes, is not used."""
-        now = self._clock.now()
-        ids = sorted({s.id for s in nc.status.subnets})
-        if now - self._subnets_at >= SUBNET_TTL or any(i not in self._subnet_ips for i in ids):
-            self._refresh_subnets(ids)
-        best: dict[str, tuple[int, str]] = {}
-        for subnet in nc.status.subnets:
-            ips = self._subnet_ips.get(subnet.id, 0)
-            if ips <= 0 or self._full_until.get(subnet.id, 0.0) > now:
-                continue
-            predicted = ips - self._charged.get(subnet.id, 0)
-            known = best.get(subnet.zone)
-            if known is None or (-predicted, subnet.id) < (-known[0], known[1]):
-                best[subnet.zone] = (predicted, subnet.id)
-        return {zone: subnet_id for zone, (_, subnet_id) in best.items()}
-
-    def _charge(self, subnet_id: str, addresses: int) -> None:
-        """Charge (or, negative, give back) ``addresses`` of a subnet's free ones to launches in flight.
-        As upstream's, the prediction orders the subnets; it never makes one unusable by itself."""
-        self._charged[subnet_id] = self._charged.get(subnet_id, 0) + addresses
-
-    def _subnet_full(self, subnet_id: str) -> None:
-        """EC2 answered InsufficientFreeAddressesInSubnet: skip the subnet for 3 minutes."""
-        self._full_until[subnet_id] = self._clock.now() + FULL_SUBNET_TTL
-        log.info("subnet %s has no free addresses: not used for %.0f s", subnet_id, FULL_SUBNET_TTL)
 
     # -- hydrate -----------------------------------------------------------------------------
     def _hydrate(self, plan: _Plan, launched: LaunchedInstance) -> NodeClaim:
@@ -620,10 +504,6 @@ class AWSCloudProvider:
             instance_security_groups=instance.security_groups if instance is not None else None,
             instance_subnet=instance.subnet_id if instance is not None else None,
         )
-
-
-def _exotic(it: InstanceType) -> bool:
-    return any(key in it.labels for key in _GPU_LABELS) or "metal" in it.name.split(".", 1)[-1]
 
 
 def _by_reservation(offerings: list[Offering]) -> dict[str, list[Offering]]:
