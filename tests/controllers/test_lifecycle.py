@@ -326,6 +326,8 @@ def test_launch_errors_retry_with_backoff_then_time_out() -> None:
     launched = world.cluster.claims["default-1"].condition("Launched")
     assert launched is not None and (launched.status, launched.reason) == ("Unknown", "CreateError")
     assert len(cloud.create_calls) == 6  # t+0, 1, 3, 7, 15, 31 (then 63)
+    failed = [e for e in world.events.events if e.reason == "FailedLaunch"]
+    assert [(e.name, e.message, e.type) for e in failed] == [("default-1", "throttled", "Warning")]  # once
     world.loop.run(until=start + LAUNCH_TTL + 1)
     assert world.cluster.claims["default-1"].deleting
     assert "LaunchTimeout" in world.events.reasons()

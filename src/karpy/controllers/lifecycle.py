@@ -11,7 +11,8 @@ NodeClaims of the cluster state in name order (claims being deleted belong to
   allocatable and the provider's annotations go to the claim with ``Launched=True``.
   Insufficient capacity (the provider caches the offering as unavailable) or a NodeClass that
   is not ready deletes the claim, so its pods are provisioned again; other cloud errors set
-  ``Launched=Unknown`` and retry with backoff;
+  ``Launched=Unknown`` with the error, a ``FailedLaunch`` Warning event (once per distinct
+  error) and retry with backoff;
 - **registration**: once a Node carries the claim's providerID it gets the finalizer, the
   claim's labels, taints and startup taints (unless ``karpenter.sh/do-not-sync-taints``),
   ``karpenter.sh/registered=true``, loses ``karpenter.sh/unregistered``; ``Registered=True``;
@@ -107,6 +108,7 @@ class NodeClaimLifecycle:
         self._since: int | None = None  # the claims store version when the last pass began
         self._open: set[str] = set()  # claims the last pass advanced that are not settled
         self._launched: dict[str, NodeClaim | errors.CloudError] = {}  # batch results not yet taken
+        self._last_error: dict[str, str] = {}  # the last launch error per claim (one event per new one)
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
@@ -133,7 +135,7 @@ class NodeClaimLifecycle:
         names = cluster.claim_names()
         if names is not self._cleaned_for:  # claims came or went since the last clean-up
             known = set(names)
-            for store in (self._attempts, self._retry_at, self._launched):
+            for store in (self._attempts, self._retry_at, self._launched, self._last_error):
                 for name in [n for n in store if n not in known]:
                     del store[name]
             self._finalized &= known
@@ -257,6 +259,9 @@ class NodeClaimLifecycle:
             delay = min(BACKOFF_MAX, BACKOFF_MIN * 2.0 ** (attempts - 1))
             self._retry_at[claim.name] = now + delay
             self.ctx.log.warning("launching NodeClaim %s failed: %s", claim.name, exc)
+            if attempts == 1 or str(exc) != self._last_error.get(claim.name):
+                self.ctx.event("NodeClaim", claim.name, "FailedLaunch", str(exc), warning=True)
+            self._last_error[claim.name] = str(exc)
             self._patch_status(
                 claim,
                 {},
