@@ -108,3 +108,12 @@ def test_the_policy_is_least_privilege() -> None:
             assert "aws:ResourceTag/kubernetes.io/cluster/${CLUSTER_NAME}" in conditions, statement["Sid"]
     creating = [s for s in policy["Statement"] if "ec2:CreateFleet" in _actions(s) and "Condition" in s]
     assert any("aws:RequestTag/eks:eks-cluster-name" in json.dumps(s["Condition"]) for s in creating)
+
+
+def test_docs_metrics_lists_every_aws_metric() -> None:
+    from karpy.providers.aws.metrics import AWSMetrics
+
+    text = (ROOT / "docs/metrics.md").read_text()
+    for family in AWSMetrics().registry.collect():
+        name = f"{family.name}_total" if family.type == "counter" else family.name
+        assert f"`{name}`" in text, name
