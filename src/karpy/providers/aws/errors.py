@@ -114,7 +114,10 @@ def _mapped(operation: str, exc: Exception) -> AWSError:
     if isinstance(exc, botocore_exceptions.ClientError):
         err = exc.response.get("Error") or {}
         code = str(err.get("Code") or exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-        return AWSError(operation, code or "Unknown", str(err.get("Message") or ""))
+        message = str(err.get("Message") or "")
+        if message.lstrip().startswith("<"):  # an HTML page (a proxy, a stand-in), not AWS's answer
+            message = "the endpoint answered an HTML page, not an AWS error"
+        return AWSError(operation, code or "Unknown", message)
     if isinstance(exc, botocore_exceptions.NoCredentialsError | botocore_exceptions.PartialCredentialsError):
         return AWSError(operation, "NoCredentials", str(exc))
     if isinstance(exc, botocore_exceptions.NoRegionError):
