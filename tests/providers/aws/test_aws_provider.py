@@ -25,6 +25,7 @@ from karpy.catalog import aws as catalog_aws
 from karpy.model import errors, labels
 from karpy.model.nodeclass import (
     AMI,
+    CapacityReservation,
     EC2NodeClass,
     EC2NodeClassStatus,
     SecurityGroup,
@@ -386,3 +387,40 @@ def test_in_flight_addresses_order_the_subnets_and_full_ones_are_skipped(rig: Ri
         rig.provider.create(_claim("default-b1", requirements=only_b))
     rig.clock.t += 181
     assert isinstance(rig.provider.create(_claim("default-b2", requirements=only_b)), NodeClaim)
+
+
+def test_a_claim_allowing_reserved_launches_into_the_capacity_reservation(rig: Rig) -> None:
+    base = _node_class(rig.world)
+    reservation = CapacityReservation(
+        id="cr-0123456789abcdef0",
+        instance_type="m5.large",
+        availability_zone="us-west-2c",
+        owner_id="123456789012",
+    )
+    rig.put(
+        dataclasses.replace(
+            base, status=dataclasses.replace(base.status, capacity_reservations=(reservation,))
+        )
+    )
+    claim = _claim(
+        "default-cr",
+        requirements=(
+            Requirement.in_(labels.INSTANCE_TYPE, "m5.large", "c5.large"),
+            Requirement.in_(labels.CAPACITY_TYPE, "reserved", "on-demand"),
+        ),
+    )
+    plan = rig.provider._plan(claim)
+    assert plan.request.capacity_type == "reserved"
+    assert {(o.instance_type, o.zone) for o in plan.request.overrides} == {("m5.large", "us-west-2c")}
+    assert plan.request.api(1)["TargetCapacitySpecification"]["DefaultTargetCapacityType"] == "on-demand"
+    (template,) = {o.launch_template for o in plan.request.overrides}
+    data = rig.world.clients.ec2.describe_launch_template_versions(LaunchTemplateName=template)[
+        "LaunchTemplateVersions"
+    ][0]["LaunchTemplateData"]
+    assert data["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
+        "CapacityReservationId": "cr-0123456789abcdef0"
+    }
+    launched = rig.provider.create(claim)
+    assert launched.labels[labels.CAPACITY_TYPE] == "reserved"
+    assert launched.labels["karpenter.k8s.aws/capacity-reservation-id"] == "cr-0123456789abcdef0"
+    assert launched.labels[labels.ZONE] == "us-west-2c"
