@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from karpy.adapters.kube import client as kube_client
 from karpy.catalog import aws as catalog_aws
 from karpy.controllers.context import Context
 from karpy.metrics import Metrics
 from karpy.model import errors
+from karpy.model.objects import NodeClaim
 from karpy.ports import Clock
 from karpy.providers.aws import sdk
 from karpy.providers.aws import stack as stack_mod
@@ -121,5 +121,6 @@ def register(
 
 
 def _registered(event: ObjectEvent) -> bool:
-    obj: Any = event.obj
-    return getattr(obj, "provider_id", "").startswith("aws:///") and hasattr(obj, "conditions")
+    """A NodeClaim of this provider that is registered (the tagging controller's work)."""
+    obj = event.obj
+    return isinstance(obj, NodeClaim) and obj.provider_id.startswith("aws:///") and obj.is_true("Registered")

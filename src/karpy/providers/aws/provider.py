@@ -120,12 +120,13 @@ class AWSCloudProvider:
             on_subnet_full=self.subnets.full,
         )
         self._described: dict[str, instances.Instance] = {}  # instance id -> last description
-        self._names_memo: tuple[tuple[InstanceType, ...], dict[str, InstanceType]] | None = None
         self._listed_at = -LIST_TTL
-        # launch templates by AMI group, for the NodeClass object they were made for
-        self._template_memo: (
-            tuple[EC2NodeClass, dict[tuple[Any, ...], tuple[str, LaunchTemplateSpec]]] | None
-        ) = None
+        # per NodeClass name: its types by name, and its launch templates by AMI group, each for the
+        # objects they were made from (a changed NodeClass or type list starts afresh)
+        self._names_memo: dict[str, tuple[tuple[InstanceType, ...], dict[str, InstanceType]]] = {}
+        self._template_memo: dict[
+            str, tuple[EC2NodeClass, dict[tuple[Any, ...], tuple[str, LaunchTemplateSpec]]]
+        ] = {}
 
     # -- node classes and types ----------------------------------------------------------
     def node_class(self, ref_name: str) -> EC2NodeClass | None:
@@ -193,7 +194,7 @@ class AWSCloudProvider:
         info = self._cluster_info()
         reqs = Requirements(claim.requirements)
         offered = self._types.list(nc)
-        types = candidates_mod.candidates(reqs, claim.requests, offered, by_name=self._by_name(offered))
+        types = candidates_mod.candidates(reqs, claim.requests, offered, by_name=self._by_name(nc, offered))
         if not types:
             raise model_errors.InsufficientCapacity(
                 f"NodeClaim {claim.name}: all requested instance types were unavailable during launch"
@@ -265,11 +266,11 @@ class AWSCloudProvider:
             MANAGED_BY_TAG[0]: MANAGED_BY_TAG[1],
         }
 
-    def _by_name(self, offered: tuple[InstanceType, ...]) -> dict[str, InstanceType]:
-        held = self._names_memo
+    def _by_name(self, nc: EC2NodeClass, offered: tuple[InstanceType, ...]) -> dict[str, InstanceType]:
+        held = self._names_memo.get(nc.name)
         if held is None or held[0] is not offered:
             held = (offered, {it.name: it for it in offered})
-            self._names_memo = held
+            self._names_memo[nc.name] = held
         return held[1]
 
     def _ami_for(self, nc: EC2NodeClass, it: InstanceType) -> AMI | None:
@@ -312,10 +313,10 @@ class AWSCloudProvider:
 
     def _templates_for(self, nc: EC2NodeClass) -> dict[tuple[Any, ...], tuple[str, LaunchTemplateSpec]]:
         """Launch templates by group for this NodeClass object (a changed NodeClass starts afresh)."""
-        held = self._template_memo
+        held = self._template_memo.get(nc.name)
         if held is None or held[0] is not nc:
             held = (nc, {})
-            self._template_memo = held
+            self._template_memo[nc.name] = held
         return held[1]
 
     def _kube_reserved(self, name: str, nc: EC2NodeClass) -> Resources:
@@ -491,7 +492,7 @@ class AWSCloudProvider:
                     instance = self._instance(claim.provider_id)
                 except model_errors.CloudError:
                     instance = None
-        types = {it.name: it for it in self._types.list(nc)}
+        types = self._by_name(nc, self._types.list(nc))
 
         def amis_for_type(name: str) -> list[AMI]:
             it = types.get(name)
