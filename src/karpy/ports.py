@@ -64,7 +64,9 @@ class KubeAPI(Protocol):
 
     def delete(self, kind: str, name: str, namespace: str = "") -> None: ...  # finalizers respected
 
-    def evict(self, name: str, namespace: str) -> None: ...  # TooManyRequests when a PDB forbids
+    # TooManyRequests when a PDB forbids; with ``uid``, Conflict when the pod of that name is another one
+    # (a pod re-created under the same name, as a StatefulSet's: the eviction's UID precondition)
+    def evict(self, name: str, namespace: str, uid: str = "") -> None: ...
 
     def bind(self, name: str, namespace: str, node_name: str) -> None: ...
 

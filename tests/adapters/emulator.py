@@ -339,6 +339,15 @@ class KarpyEmulator(kmock.KubernetesEmulator):
             if pod is None:
                 self.evictions.append((namespace, name, 404))
                 raise _error(404, "NotFound", f'pods "{name}" not found')
+            wanted = (((request.data or {}).get("deleteOptions") or {}).get("preconditions") or {}).get("uid")
+            if wanted and pod["metadata"].get("uid") != wanted:
+                self.evictions.append((namespace, name, 409))
+                raise _error(
+                    409,
+                    "Conflict",
+                    f"Precondition failed: UID in precondition: {wanted}, "
+                    f"UID in object meta: {pod['metadata'].get('uid')}",
+                )
             labels = pod["metadata"].get("labels") or {}
             for pdb in self._objects_of("PodDisruptionBudget", namespace):
                 selector = (pdb.get("spec") or {}).get("selector")

@@ -314,3 +314,20 @@ def test_the_deleting_walk_visits_what_the_walk_over_every_name_visits(
     for name in _deleting(names, lambda: tuple(sorted(state(len(got))))):
         got.append(name)
     assert got == expected
+
+
+def test_an_eviction_never_takes_a_pod_recreated_under_the_same_name() -> None:
+    """Evictions carry the pod's UID as a precondition: a StatefulSet's pod re-created (pending) under
+    the name of one being drained answers 409 and stays; the drain counts the old one as gone."""
+    from karpy.model.objects import Pod
+
+    world, _, node = world_with_node()
+    world.apply(raw_pod("web-0", node))
+    stale: Pod = next(p for p in world.cluster.pods.values() if p.name == "web-0")
+    world.kube.delete("Pod", "web-0", "default")
+    fresh = raw_pod("web-0", "")
+    fresh["spec"].pop("nodeName")
+    world.apply(fresh)
+    assert Termination(world.ctx)._evict(stale)  # done: the pod it meant is gone
+    assert world.kube.get("Pod", "web-0", "default")["metadata"]["uid"] != stale.uid
+    assert world.ctx.metrics.value("karpy_pods_eviction_requests_total", {"code": "409"}) == 1

@@ -374,13 +374,19 @@ class MemoryKube:
             desired = expected
         return max(0, healthy - desired)
 
-    def evict(self, name: str, namespace: str) -> None:
-        """The Eviction API: 429 while a PDB selecting the pod allows no disruption."""
+    def evict(self, name: str, namespace: str, uid: str = "") -> None:
+        """The Eviction API: 429 while a PDB selecting the pod allows no disruption; with ``uid``,
+        409 when the pod of that name has another UID (the precondition of ``deleteOptions``)."""
         self._call("evict", "Pod", name)
         key = self._key("Pod", name, namespace)
         pod = self._objects.get(key)
         if pod is None:
             raise errors.NotFound(f"Pod {namespace}/{name} not found")
+        if uid and pod["metadata"].get("uid") not in (None, "", uid):
+            found = pod["metadata"]["uid"]
+            raise errors.Conflict(
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {found}"
+            )
         labels = pod["metadata"].get("labels") or {}
         budgets = [
             obj

@@ -289,9 +289,12 @@ class Termination:
 
     def _evict(self, pod: Pod) -> bool:
         try:
-            self.ctx.kube.evict(pod.name, pod.namespace)
+            self.ctx.kube.evict(pod.name, pod.namespace, pod.uid)
         except errors.NotFound:
             self.ctx.metrics.pods_evicted.labels(code="404").inc()
+            return True
+        except errors.Conflict:  # the pod of that name is a new one (re-created): ours is gone
+            self.ctx.metrics.pods_evicted.labels(code="409").inc()
             return True
         except errors.TooManyRequests as exc:
             self.ctx.metrics.pods_evicted.labels(code="429").inc()

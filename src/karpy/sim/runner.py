@@ -97,10 +97,10 @@ class _Kube(MemoryKube):
         if self._next_errors:
             super()._call(verb, kind, name)
 
-    def evict(self, name: str, namespace: str) -> None:
+    def evict(self, name: str, namespace: str, uid: str = "") -> None:
         pod = self._objects.get(self._key("Pod", name, namespace)) or {}
         owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-        super().evict(name, namespace)
+        super().evict(name, namespace, uid)
         if not any(o.get("kind") == "DaemonSet" for o in owners):  # DaemonSet pods go with their node
             self.evictions += 1
 

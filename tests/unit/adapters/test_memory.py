@@ -243,3 +243,22 @@ def test_subclasses_of_json_types_take_the_long_way_and_come_back_plain() -> Non
     assert type(copied["o"]) is dict and copied["o"]["a"] is not ordered["a"]
     assert copied["o"]["a"][1] is not ordered["a"][1]
     assert copied["n"] is tree["n"]  # an immutable scalar is shared, as before
+
+
+def test_an_eviction_with_a_uid_precondition_spares_a_pod_recreated_under_the_same_name() -> None:
+    import pytest
+
+    from karpy.model import errors
+
+    kube = MemoryKube(_Clock())
+    first = kube.create(_pod())
+    kube.delete("Pod", first["metadata"]["name"], first["metadata"]["namespace"])
+    again = kube.create(_pod())  # a StatefulSet's pod: the same name, a new UID
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    name, namespace = again["metadata"]["name"], again["metadata"]["namespace"]
+    with pytest.raises(errors.Conflict, match="Precondition failed"):
+        kube.evict(name, namespace, first["metadata"]["uid"])
+    assert kube.get("Pod", name, namespace)["metadata"]["uid"] == again["metadata"]["uid"]
+    kube.evict(name, namespace, again["metadata"]["uid"])
+    with pytest.raises(errors.NotFound):
+        kube.get("Pod", name, namespace)

@@ -545,13 +545,15 @@ class KubeClient:
         else:
             self._echo("DELETED", kind, out)
 
-    def evict(self, name: str, namespace: str) -> None:
+    def evict(self, name: str, namespace: str, uid: str = "") -> None:
         self._guard("evict", "Pod", name)
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": "policy/v1",
             "kind": "Eviction",
             "metadata": {"name": name, "namespace": namespace},
         }
+        if uid:  # only the pod meant: a re-created pod of the same name answers 409
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
         self._call(self.request("POST", RESOURCES["Pod"].path(namespace, name, "eviction"), body=body))
 
     def bind(self, name: str, namespace: str, node_name: str) -> None:
