@@ -148,3 +148,52 @@ def test_writes_are_refused_when_not_leader(kubectl: KubeClient) -> None:
         kubectl.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}})
     kubectl.write_guard = None
     assert kubectl.list("Node") == []
+
+
+def test_a_call_waiting_on_a_slow_answer_is_interrupted_when_the_client_stops() -> None:
+    """``stopping`` ends a synchronous call within a poll interval (the operator's SIGTERM path), and a
+    call made after it never reaches the server."""
+    import threading
+    import time
+
+    import pytest
+
+    from karpy.adapters.kube import client as client_mod
+    from karpy.adapters.kube import errors as kerrors
+
+    edge = client_mod.Edge("test-edge")
+    edge.start()
+    try:
+        gate = threading.Event()
+        started = threading.Event()
+
+        async def slow() -> str:
+            import asyncio
+
+            started.set()
+            while not gate.is_set():
+                await asyncio.sleep(0.01)
+            return "late"
+
+        stopping = threading.Event()
+        threading.Timer(0.3, stopping.set).start()
+        begin = time.monotonic()
+        with pytest.raises(kerrors.Interrupted):
+            edge.call(slow(), 30.0, interrupt=stopping)
+        assert started.is_set() and time.monotonic() - begin < 1.0
+        ran = []
+
+        async def never() -> None:
+            ran.append(1)
+
+        with pytest.raises(kerrors.Interrupted):
+            edge.call(never(), 30.0, interrupt=stopping)
+        assert ran == []
+        assert edge.call(slow_done(), 5.0) == "ok"  # without an interrupt the edge still answers
+        gate.set()
+    finally:
+        edge.stop()
+
+
+async def slow_done() -> str:
+    return "ok"

@@ -396,7 +396,11 @@ class Operator:
                 self.kube.dispatch()
                 self.caches.report()
                 if ready and self.is_leader():
-                    self.loop.step()
+                    try:
+                        self.loop.step()
+                    except kube_errors.Interrupted:
+                        log.info("stopping: the controllers' pass was interrupted at an API call")
+                        break
                 else:
                     self._idle.wait(0.5)
                     self._idle.clear()
@@ -404,8 +408,10 @@ class Operator:
             self.shutdown()
 
     def stop(self) -> None:
-        """Ask :meth:`run` to return (thread-safe; the SIGTERM handler calls this)."""
+        """Ask :meth:`run` to return (thread-safe; the SIGTERM handler calls this): the pass under
+        way ends at its next API call (:class:`~karpy.adapters.kube.errors.Interrupted`)."""
         self._stop.set()
+        self.kube.stopping.set()
         self._wake()
 
     def shutdown(self) -> None:

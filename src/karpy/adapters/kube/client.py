@@ -50,6 +50,7 @@ __all__ = ["RESOURCES", "Edge", "KubeClient", "Resource", "load_configuration"]
 
 log = logging.getLogger("karpy.kube")
 T = TypeVar("T")
+INTERRUPT_POLL = 0.1  # how often a waiting call looks at its interrupt event (seconds)
 
 
 class Resource(NamedTuple):
@@ -146,14 +147,35 @@ class Edge:
     def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    def call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
-        """Run ``coro`` on the edge loop and wait for it (from any other thread)."""
+    def call(
+        self,
+        coro: Coroutine[Any, Any, T],
+        timeout: float | None = None,
+        *,
+        interrupt: threading.Event | None = None,
+    ) -> T:
+        """Run ``coro`` on the edge loop and wait for it (from any other thread). With
+        ``interrupt``, the wait ends (the request cancelled, :class:`~.errors.Interrupted` raised)
+        within :data:`INTERRUPT_POLL` s of the event being set, or at once if it already is."""
+        if interrupt is not None and interrupt.is_set():
+            coro.close()
+            raise kerrors.Interrupted("stopping: the call was not made")
         future = self.submit(coro)
-        try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise kerrors.Unavailable(f"Kubernetes call did not answer within {timeout} s") from None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            slice_ = INTERRUPT_POLL if interrupt is not None else None
+            if deadline is not None:
+                left = deadline - time.monotonic()
+                slice_ = left if slice_ is None else min(slice_, left)
+            try:
+                return future.result(None if slice_ is None else max(slice_, 0.0))
+            except concurrent.futures.TimeoutError:
+                if interrupt is not None and interrupt.is_set():
+                    future.cancel()
+                    raise kerrors.Interrupted("stopping: the call's answer is not waited for") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    future.cancel()
+                    raise kerrors.Unavailable(f"Kubernetes call did not answer within {timeout} s") from None
 
     def stop(self, timeout: float = 2.0) -> None:
         """Cancel every task on the edge loop, stop it and join the thread."""
@@ -242,6 +264,9 @@ class KubeClient:
         self._seen_lock = threading.Lock()
         self.on_event = on_event  # e.g. RealtimeLoop.notify: called (any thread) when events are queued
         self.write_guard: Callable[[], bool] | None = None  # None = always allowed
+        # set by the operator's stop(): every synchronous call made (or waited for) after it raises
+        # Interrupted, so a long pass ends at its next API call instead of finishing
+        self.stopping = threading.Event()
         self.identity = identity
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -423,7 +448,7 @@ class KubeClient:
 
     # -- KubeAPI (any thread but the edge's) ---------------------------------------------------
     def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.edge.call(coro, self.timeout + 5)
+        return self.edge.call(coro, self.timeout + 5, interrupt=self.stopping)
 
     def _guard(self, verb: str, kind: str, name: str) -> None:
         if self.write_guard is not None and not self.write_guard():

@@ -13,7 +13,7 @@ from typing import Any
 
 from karpy.model import errors
 
-__all__ = ["Gone", "NotLeader", "Unavailable", "from_response", "from_status"]
+__all__ = ["Gone", "Interrupted", "NotLeader", "Unavailable", "from_response", "from_status"]
 
 
 class Gone(errors.KubeError):
@@ -26,6 +26,14 @@ class Unavailable(errors.KubeError):
     """5xx, a timeout or a broken connection: worth retrying with backoff."""
 
     status = 503
+
+
+class Interrupted(BaseException):
+    """The operator is stopping: the call was not made, or its answer is no longer waited for.
+
+    A ``BaseException`` so that no controller's ``except Exception`` (or ``except KubeError``)
+    swallows it: it unwinds the pass to :meth:`karpy.operator.runner.Operator.run`, which shuts
+    down (the Lease released) instead of finishing a long pass call by call."""
 
 
 class NotLeader(errors.KubeError):
