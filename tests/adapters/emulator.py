@@ -13,7 +13,14 @@ adds, each switchable so a test can show what it catches:
   burst), and after :meth:`KarpyEmulator.compact` an older version answers a 410 ``ERROR``
   event (``Expired``), as a real API server does once etcd compacted (``expire_next`` forces
   it for the next resumed watches);
-  :meth:`KarpyEmulator.close_watches` ends the open streams (a server restart or timeout);
+  :meth:`KarpyEmulator.close_watches` ends the open streams (a server restart or timeout); a
+  watch resuming from a resourceVersion newer than the server's answers a 504 ``ERROR`` event
+  ("Too large resource version", cause ``ResourceVersionTooLarge``), as a real API server does;
+- :meth:`KarpyEmulator.restart_empty`: the server comes back with its state reset, as after an
+  etcd restore: no objects, resourceVersions starting over from 1, history forgotten, every open
+  watch closed (lists then answer a resourceVersion lower than the one a client holds);
+- :meth:`KarpyEmulator.fail`: list and watch requests of one kind answer an HTTP error (its open
+  watches are closed) until :meth:`KarpyEmulator.heal` (a kind whose storage or conversion fails);
 - ``GET /api/v1/namespaces`` (kmock cannot route it): an empty list and a quiet watch;
 - ``generateName``, uid/creationTimestamp/generation, ``pods/binding``, PUT, JSON merge
   patches with ``status`` only through the ``/status`` subresource (as for CRDs).
@@ -79,6 +86,7 @@ class KarpyEmulator(kmock.KubernetesEmulator):
     _compacted: dict[Any, int] = attrs.field(factory=dict, init=False)
     _namespace_bus: Any = attrs.field(factory=kmock.Bus, init=False)
     expire_next: int = 0  # the next N watches that resume from a resourceVersion answer 410
+    failing: dict[str, int] = attrs.field(factory=dict)  # list/watch path -> the HTTP status answered
 
     def declare(self, *kinds: str) -> None:
         """Declare karpy's resources (all of them by default) for discovery and listing."""
@@ -111,8 +119,39 @@ class KarpyEmulator(kmock.KubernetesEmulator):
         for bus in list(self._buses.values()):
             await bus.put(_CLOSE)
 
+    async def restart_empty(self) -> None:
+        """Come back with the state reset (an etcd restore): no objects, resourceVersions from 1,
+        no history; the open watches end."""
+        async with self._lock:
+            for key in list(self._objects):
+                del self._objects[key]
+            self._history.clear()
+            self._compacted.clear()
+            self._rv = itertools.count(1)
+            self._last_rv = 0
+        await self.close_watches()
+
+    async def fail(self, kind: str, status: int = 500) -> None:
+        """List and watch requests of ``kind`` answer ``status`` (its open watches end) until :meth:`heal`."""
+        self.failing[RESOURCES[kind].path(None)] = status
+        await self.close_watches()
+
+    def heal(self, kind: str | None = None) -> None:
+        """``kind`` (every kind by default) lists and watches again."""
+        if kind is None:
+            self.failing.clear()
+        else:
+            self.failing.pop(RESOURCES[kind].path(None), None)
+
     # -- request routing -----------------------------------------------------------------------
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        status = self.failing.get(raw_request.path.rstrip("/")) if raw_request.method == "GET" else None
+        if status is not None:
+            message = f"the storage of {raw_request.path} is failing (injected)"
+            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": status}
+            return aiohttp.web.json_response(
+                {**body, "reason": "InternalError", "message": message}, status=status
+            )
         if raw_request.path.rstrip("/") == "/api/v1/namespaces":  # kmock cannot parse this path
             return await self._serve_namespaces(raw_request)
         return await super().__call__(raw_request)
@@ -252,12 +291,13 @@ class KarpyEmulator(kmock.KubernetesEmulator):
         async with self._lock:
             bus = self._buses[resource]
             marker = await bus.mark()
-            gone = False
+            gone = too_large = False
             if since and since != "0":
                 floor = self._compacted.get(resource, self._compacted.get(None, 0))
                 gone = int(since) < floor or self.expire_next > 0
                 if gone and self.expire_next > 0:
                     self.expire_next -= 1
+                too_large = not gone and int(since) > self._last_rv
                 replay = [e for v, e in self._history.get(resource, []) if v > int(since)]
             else:
                 replay = [
@@ -276,6 +316,25 @@ class KarpyEmulator(kmock.KubernetesEmulator):
                         "code": 410,
                         "reason": "Expired",
                         "message": f"too old resource version: {since} ({self._last_rv})",
+                    },
+                }
+                return
+            if too_large:  # (the API server's watch cache answers this after waiting for a while)
+                yield {
+                    "type": "ERROR",
+                    "object": {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "code": 504,
+                        "reason": "Timeout",
+                        "message": f"Too large resource version: {since}, current: {self._last_rv}",
+                        "details": {
+                            "causes": [
+                                {"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}
+                            ],
+                            "retryAfterSeconds": 1,
+                        },
                     },
                 }
                 return

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from emulator import EmulatorThread
+from proxy import FaultProxy
 
 from karpy.adapters.kube import client as client_mod
 from karpy.adapters.kube import errors as kerrors
@@ -343,3 +344,187 @@ def test_a_watcher_over_http_reports_bodies_it_cannot_use() -> None:
     finally:
         client.close()
         stock.stop()
+
+
+# -- issue 34: relist on every failure but a plain connection failure; a server state reset -----
+
+
+def _start(client: KubeClient, watcher: watch.Watcher) -> None:
+    async def spawn() -> None:
+        asyncio.get_running_loop().create_task(watcher.run(), name=f"watch-{watcher.kind}")
+
+    client.edge.call(spawn(), 5.0)
+
+
+def test_a_watch_answering_500_lists_again_instead_of_resuming(
+    emu: EmulatorThread, kubectl: KubeClient, operator_client: KubeClient
+) -> None:
+    kubectl.create(node("a"))
+    seen = Seen(operator_client)
+    watcher = watch.Watcher(operator_client, "Node", read_timeout=30, backoff=watch.Backoff(0.05, 0.2))
+    _start(operator_client, watcher)
+    seen.until(lambda: ("ADDED", "a") in seen.events)
+    emu.call(emu.emulator.fail("Node", 500))  # its open watch ends; list and watch answer 500
+    seen.until(lambda: not watcher.healthy and watcher.failures >= 2)
+    kubectl.delete("Node", "a")
+    kubectl.create(node("c"))
+    emu.run(lambda: emu.emulator.heal("Node"))
+    seen.until(lambda: ("ADDED", "c") in seen.events)
+    assert seen.events == [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "c")]
+    assert watcher.lists == 2 and watcher.healthy  # listed again (a resume would not have)
+
+
+def test_an_api_server_restarted_empty_is_detected_and_listed_again(
+    emu: EmulatorThread,
+    kubectl: KubeClient,
+    operator_client: KubeClient,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The server comes back with its state reset (an etcd restore): the resumed watch answers
+    "too large resource version", the list a version lower than the one held. The watcher lists
+    again; an object gone arrives as DELETED, and objects re-created under the same names (with
+    lower resourceVersions, one with the very version of its predecessor, and other uids) are
+    delivered, not dropped as stale; so is one re-created after the relist."""
+    caplog.set_level(logging.INFO, logger="karpy.kube.watch")
+    for name in ("a", "b", "c"):  # resourceVersions 1, 2, 3
+        kubectl.create(node(name))
+    for i in range(3):
+        kubectl.patch("Node", "a", {"metadata": {"labels": {"step": str(i)}}})
+    seen = Seen(operator_client)
+    # (a 1 s backoff: the objects below are re-created before the watcher lists again)
+    watcher = watch.Watcher(operator_client, "Node", read_timeout=30, backoff=watch.Backoff(1.0, 1.0))
+    _start(operator_client, watcher)
+    seen.until(lambda: len(seen.events) == 3)
+    held = int(watcher.version or 0)
+    assert held == 6
+    emu.call(emu.emulator.restart_empty())
+    kubectl.create(node("a"))  # resourceVersion 1 again
+    kubectl.create(node("b"))  # 2: b's own version before the reset
+    seen.until(lambda: ("MODIFIED", "b") in seen.events)
+    assert seen.events[3:] == [("DELETED", "c"), ("MODIFIED", "a"), ("MODIFIED", "b")]
+    assert watcher.resets == 1 and watcher.lists == 2
+    assert int(watcher.version or 0) < held
+    kubectl.create(node("c"))  # 3: c's own version before the reset
+    seen.until(lambda: len(seen.events) == 7)
+    assert seen.events[-1] == ("ADDED", "c")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("Too large resource version: 6, current: " in m for m in messages)
+    assert any("the API server's state was reset" in m and f"lower than {held}" in m for m in messages)
+
+
+def test_a_connection_failure_resumes_and_a_reconnect_restarts_the_backoff(
+    emu: EmulatorThread, kubectl: KubeClient
+) -> None:
+    proxy = FaultProxy(emu.url)
+    client = KubeClient(host=proxy.url, identity="op", timeout=2.0).start()
+    try:
+        kubectl.create(node("a"))
+        seen = Seen(client)
+        watcher = watch.Watcher(client, "Node", read_timeout=30, backoff=watch.Backoff(0.05, 0.2))
+        _start(client, watcher)
+        seen.until(lambda: ("ADDED", "a") in seen.events)
+
+        proxy.cut()
+        seen.until(lambda: watcher.backoff.failures >= 3 and not watcher.healthy)
+        proxy.restore()
+        seen.until(lambda: watcher.healthy)
+        assert watcher.backoff.failures == 0  # the watch opened: no event came, nothing changed
+        assert seen.events == [("ADDED", "a")]
+
+        proxy.cut()
+        seen.until(lambda: watcher.failures >= 2)
+        kubectl.delete("Node", "a")  # while the watcher cannot connect
+        kubectl.create(node("c"))
+        proxy.restore()
+        seen.until(lambda: ("ADDED", "c") in seen.events)
+        assert seen.events == [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "c")]
+        assert watcher.lists == 1  # resumed from its resourceVersion both times, never listed again
+    finally:
+        client.close()
+        proxy.stop()
+
+
+def test_which_failures_resume_and_which_list_again() -> None:
+    try:
+        raise ConnectionRefusedError(111, "refused")
+    except OSError:
+        try:
+            raise kerrors.Unavailable("WATCH /api/v1/nodes: ConnectionRefusedError") from None
+        except kerrors.Unavailable as exc:
+            refused = exc
+    assert watch.resumable(refused)
+    assert watch.resumable(errors.TooManyRequests("WATCH /api/v1/nodes: slow down"))
+    for status in (500, 503, 504, 403, 400):
+        assert not watch.resumable(kerrors.from_status(status, {"message": "x"}, what="WATCH /api/v1/nodes"))
+    assert not watch.resumable(kerrors.Gone("too old"))
+    assert not watch.resumable(ValueError("a bad answer"))
+
+
+class StreamKube:
+    """A KubeClient stand-in whose watch streams the given lines."""
+
+    def __init__(self, lines: list[dict[str, Any]]) -> None:
+        self.lines = lines
+        self.events: list[WatchEvent] = []
+
+    async def stream(self, path: str, **kwargs: Any) -> Any:
+        kwargs["on_open"]()
+        for line in self.lines:
+            yield line
+
+    def enqueue(self, event: WatchEvent) -> None:
+        self.events.append(event)
+
+
+def test_an_event_older_than_the_resume_point_means_a_reset() -> None:
+    kube = StreamKube(
+        [
+            {"type": "ADDED", "object": {"metadata": {"name": "x", "resourceVersion": "51"}}},
+            {"type": "ADDED", "object": {"metadata": {"name": "y", "resourceVersion": "3"}}},
+        ]
+    )
+    watcher = watch.Watcher(kube, "Node")  # type: ignore[arg-type]
+    watcher.version = "50"
+    with pytest.raises(watch.StateReset, match="resourceVersion 3 is lower than 50"):
+        asyncio.run(watcher.watch_once())
+    assert [e.obj["metadata"]["name"] for e in kube.events] == ["x"]
+
+
+def test_a_watch_failing_at_once_after_opening_keeps_backing_off() -> None:
+    """A watch that opens, then fails within SHORT_WATCH_SECONDS (an ERROR event at once) is no
+    reconnect: the backoff keeps growing, so a server doing that is not listed in a tight loop;
+    one that fails later was a reconnect: the backoff starts over."""
+    error = {"type": "ERROR", "object": {"code": 500, "message": "etcd is sad"}}
+    for lasted, failures in ((0.0, 3), (watch.SHORT_WATCH_SECONDS, 0)):
+        clock = Clock()
+        watcher = watch.Watcher(StreamKube([error]), "Node", clock=clock)  # type: ignore[arg-type]
+        watcher.backoff.failures = 3
+        with pytest.raises(kerrors.Unavailable, match="etcd is sad"):
+            asyncio.run(watcher.watch_once())
+        assert watcher.backoff.failures == 0  # it opened
+        clock.now = lasted
+        watcher._short_watch()
+        assert watcher.backoff.failures == failures
+
+
+def test_connection_failures_of_any_wording_are_one_warning_per_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """During one outage the transport's words alternate (disconnected, reset, refused): one line."""
+    caplog.set_level(logging.DEBUG, logger="karpy.kube.watch")
+    watcher = _watcher("Node")
+
+    def unreachable(error: OSError) -> kerrors.Unavailable:
+        try:
+            raise error
+        except OSError:
+            try:
+                raise kerrors.Unavailable(f"GET /api/v1/nodes: {type(error).__name__}: {error}") from None
+            except kerrors.Unavailable as exc:
+                return exc
+
+    for error in (ConnectionResetError(104, "reset"), ConnectionRefusedError(111, "refused")) * 2:
+        watcher.failed(unreachable(error))
+    assert [level for level, _, _ in _records(caplog)] == ["WARNING", "DEBUG", "DEBUG", "DEBUG"]
+    watcher.failed(kerrors.Unavailable("GET /api/v1/nodes: HTTP 503: overloaded"))  # an answer: warned
+    assert [level for level, _, _ in _records(caplog)] == ["WARNING"]

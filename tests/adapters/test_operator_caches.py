@@ -1,5 +1,6 @@
 """Which caches gate the operator's controllers (issue 27), without a server: the table per
-provider, and :class:`karpy.operator.CacheGate`'s ``/readyz`` bodies, gauge and log lines."""
+provider, and :class:`karpy.operator.CacheGate`'s ``/readyz`` bodies (issue 34: a required kind
+not watching now fails it), gauge and log lines."""
 
 from __future__ import annotations
 
@@ -98,7 +99,7 @@ def test_a_required_kind_not_served_is_named_by_readyz_and_warned_about_once(
     ]
 
 
-def test_the_gauge_shows_what_works_now_while_readiness_keeps_synced_once() -> None:
+def test_the_gauge_and_readyz_show_what_works_now_while_the_loop_gate_keeps_synced_once() -> None:
     metrics = Metrics()
     gate = _gate(metrics)
     assert {k: metrics.value("karpy_cache_synced", {"kind": k}) for k in KINDS} == dict.fromkeys(KINDS, 0.0)
@@ -106,9 +107,11 @@ def test_the_gauge_shows_what_works_now_while_readiness_keeps_synced_once() -> N
     assert metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 1.0
     gate.update(FakeWatcher("Pod", synced=True, healthy=False))  # type: ignore[arg-type]  # a list fails now
     assert metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 0.0
-    assert gate.readiness()[0] is True
+    assert gate.readiness() == (False, "not watching (list/watch failing): Pod")
+    assert gate.gate_open() and gate.unsynced() == []  # the controllers keep running on the last state
     gate.update(FakeWatcher("Pod", synced=True, healthy=True))  # type: ignore[arg-type]
     assert metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 1.0
+    assert gate.readiness()[0] is True
 
 
 def test_the_log_names_missing_caches_after_10_s_then_at_most_every_60_s(

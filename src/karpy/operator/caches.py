@@ -1,9 +1,11 @@
 """Which caches gate the operator's controllers, and what ``/readyz``, the gauge and the log say.
 
 :class:`CacheGate` follows every watched kind's :class:`~karpy.adapters.kube.watch.Watcher`:
-the loop runs once the kinds :func:`required_kinds` names for the provider are listed; the
-others (:func:`optional_kinds`) degrade decisions while missing but stall nothing. Used by
-:class:`karpy.operator.runner.Operator`.
+the loop runs once the kinds :func:`required_kinds` names for the provider are listed
+(:meth:`CacheGate.gate_open`; it stays open while a watch fails later); ``/readyz``
+(:meth:`CacheGate.readiness`) is ready only while every required kind is listed *and* watching
+(its list/watch works now); the others (:func:`optional_kinds`) degrade decisions while missing
+but stall nothing and never make ``/readyz`` fail. Used by :class:`karpy.operator.runner.Operator`.
 """
 
 from __future__ import annotations
@@ -65,10 +67,14 @@ class CacheGate:
     """The watched caches' state for the operator: gate, ``/readyz`` text, gauge and log lines.
 
     :meth:`update` is called by each :class:`~karpy.adapters.kube.watch.Watcher` on the edge
-    thread; the other methods from the operator's and the health server's threads. Readiness
-    uses *synced* (listed at least once, as an informer's HasSynced: it stays true while a watch
-    later fails); ``karpy_cache_synced{kind}`` shows *healthy* (listed and currently working),
-    so a kind failing now reads 0.
+    thread; the other methods from the operator's and the health server's threads. The loop's
+    gate (:meth:`gate_open`, :meth:`unsynced`) uses *synced* (listed at least once, as an
+    informer's HasSynced: it stays true while a watch later fails, so a short outage does not
+    stop the controllers); :meth:`readiness` (``/readyz``) and ``karpy_cache_synced{kind}`` use
+    *healthy* (listed and its list/watch working now): a required kind failing now makes
+    ``/readyz`` 503 naming it (``not watching (list/watch failing): Pod``) and its gauge 0,
+    until a request works again. A required kind whose resource is not served (404) is named
+    as such; an optional one never gates.
     """
 
     def __init__(
@@ -81,6 +87,7 @@ class CacheGate:
         self.started_at = clock()
         self._lock = threading.Lock()
         self._synced: set[str] = set()
+        self._healthy: set[str] = set()
         self._absent: set[str] = set()
         self._waiting_reported: float | None = None
         self._optional_reported: tuple[str, ...] = ()
@@ -100,6 +107,10 @@ class CacheGate:
         with self._lock:
             if watcher.synced:
                 self._synced.add(kind)
+            if watcher.healthy:
+                self._healthy.add(kind)
+            else:
+                self._healthy.discard(kind)
             newly_absent = watcher.absent and kind not in self._absent
             if watcher.absent:
                 self._absent.add(kind)
@@ -121,6 +132,15 @@ class CacheGate:
         with self._lock:
             return sorted(self.required - self._synced)
 
+    def gate_open(self) -> bool:
+        """The controllers may run: every required kind has been listed (see :meth:`unsynced`)."""
+        return not self.unsynced()
+
+    def not_watching(self) -> list[str]:
+        """The required kinds listed once whose list/watch fails now (``/readyz`` names them)."""
+        with self._lock:
+            return sorted((self.required & self._synced) - self._healthy)
+
     def unsynced_optional(self) -> list[str]:
         with self._lock:
             return sorted(self.optional - self._synced)
@@ -132,10 +152,18 @@ class CacheGate:
         return ",".join(missing) + ("; not served (HTTP 404): " + ",".join(absent) if absent else "")
 
     def readiness(self) -> tuple[bool, str]:
-        """``/readyz``: (ready, body) naming what is missing, required or optional."""
-        missing, optional = self.unsynced(), self.unsynced_optional()
-        if missing:
-            return False, "waiting for caches: " + self._missing(missing)
+        """``/readyz``: (ready, body) naming what is missing (required kinds not listed yet, or
+        not watching now; optional kinds not listed)."""
+        missing, failing, optional = self.unsynced(), self.not_watching(), self.unsynced_optional()
+        if missing or failing:
+            parts = [f"waiting for caches: {','.join(missing)}"] if missing else []
+            if failing:
+                parts.append(f"not watching (list/watch failing): {','.join(failing)}")
+            with self._lock:
+                absent = sorted(self._absent & {*missing, *failing})
+            if absent:
+                parts.append("not served (HTTP 404): " + ",".join(absent))
+            return False, "; ".join(parts)
         if optional:
             return True, "ok; not synced (optional): " + ",".join(optional)
         return True, "ok"

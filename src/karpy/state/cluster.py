@@ -1,8 +1,9 @@
 """``Cluster``: the in-memory cluster that every decision is computed from.
 
 It changes only through :meth:`Cluster.apply` (watch events, simulator events, or the
-objects a one-shot tool read from files) and the controller-owned marks
-(:meth:`Cluster.nominate`, :meth:`Cluster.mark_for_deletion`), and hands out immutable
+objects a one-shot tool read from files), :meth:`Cluster.remove` (a deletion by key, whatever
+the object's content) and the controller-owned marks (:meth:`Cluster.nominate`,
+:meth:`Cluster.mark_for_deletion`), and hands out immutable
 :class:`~karpy.core.snapshot.Snapshot` views. Nodes are joined to their NodeClaims by
 providerID; a NodeClaim whose Node has not registered yet is an in-flight node. Instance
 types per NodePool come from an injected ``InstanceTypeSource`` (the catalog or a cloud
@@ -39,7 +40,7 @@ from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
-from karpy.state.events import DELETED, ObjectEvent
+from karpy.state.events import DELETED, ObjectEvent, Watched
 
 __all__ = ["Cluster", "InstanceTypeSource", "deletion_marked", "replaced"]
 
@@ -196,6 +197,39 @@ class Cluster:
     def apply_all(self, events: Iterable[ObjectEvent]) -> None:
         for event in events:
             self.apply(event)
+
+    def stored(self, kind: str, namespace: str, name: str) -> Watched | None:
+        """The object the state holds for ``kind`` (a kind of the Watched union) named ``name`` (in
+        ``namespace`` for a Pod, DaemonSet or PDB), or None."""
+        if kind == "Namespace":
+            found = self.namespaces.get(name)
+            return None if found is None else Namespace(name, found)
+        if kind in ("EC2NodeClass", "KWOKNodeClass"):
+            return self.node_classes.get((kind, name))
+        namespaced: dict[str, dict[str, Any]] = {
+            "Pod": self.pods,
+            "DaemonSet": self.daemonsets,
+            "PodDisruptionBudget": self.pdbs,
+        }
+        if kind in namespaced:
+            return namespaced[kind].get(f"{namespace}/{name}")
+        stores: dict[str, dict[str, Any]] = {
+            "Node": self.nodes,
+            "NodeClaim": self.claims,
+            "NodePool": self.node_pools,
+        }
+        return stores[kind].get(name) if kind in stores else None
+
+    def remove(self, kind: str, namespace: str, name: str) -> Watched | None:
+        """Delete the object of ``kind`` named ``name`` (see :meth:`stored`) by key, whatever its
+        last raw version looked like: the same change as a DELETED event of the copy the state
+        holds (every index, journal and version kept as for any deletion). Returns that copy
+        (None, and nothing changes, when the state holds none). Used by the feed for a deletion,
+        or an update, whose object no longer parses."""
+        obj = self.stored(kind, namespace, name)
+        if obj is not None:
+            self.apply(ObjectEvent(DELETED, obj))
+        return obj
 
     def _changed(self, store: str, *, state: bool = False, key: str = "") -> None:
         self._version += 1

@@ -2,10 +2,14 @@
 
 The one path by which the cluster state learns about the API server, for the in-memory API
 server (tests, simulator) and the real watch alike. Raw objects are validated and converted
-by :mod:`karpy.api`; an object that does not validate (say, a NodePool with a bad
-requirement) is reported through ``on_problem`` and dropped from the state (a previous good
-version is removed too, so nothing is scheduled against a NodePool that is now invalid).
-Listeners are called after each applied event (controllers use them to wake up).
+by :mod:`karpy.api`. An ADDED or MODIFIED object that does not validate (say, a NodePool with a
+bad requirement) is reported through ``on_problem`` and dropped from the state: the previous good
+version of that (kind, namespace, name) is removed too, so nothing is scheduled against a
+NodePool that is now invalid. A DELETED event (a relist's tombstone arrives as one too) removes
+its key from the state whatever the object's content: one that no longer parses (a NodePool made
+invalid, then deleted) is removed by key (:meth:`~karpy.state.cluster.Cluster.remove`), silently.
+Listeners are called after each applied event (controllers use them to wake up); a removal by
+key reaches them as a DELETED ``ObjectEvent`` of the last copy the state held.
 """
 
 from __future__ import annotations
@@ -13,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from karpy.api import load as api_load
+from karpy.api.convert import DEFAULT_NAMESPACE
 from karpy.ports import WatchEvent
 from karpy.state.cluster import Cluster
-from karpy.state.events import DELETED, ObjectEvent
+from karpy.state.events import ADDED, DELETED, MODIFIED, ObjectEvent
 
 __all__ = ["KINDS", "Feed"]
 
@@ -32,6 +37,7 @@ KINDS = frozenset(
         "Namespace",
     }
 )
+_NAMESPACED = frozenset({"Pod", "DaemonSet", "PodDisruptionBudget"})
 
 Listener = Callable[[ObjectEvent], None]
 
@@ -43,27 +49,40 @@ class Feed:
         self.cluster = cluster
         self.listeners: list[Listener] = []
         self._on_problem = on_problem
-        self._versions: dict[tuple[str, str, str], str] = {}
+        # (kind, namespace, name) -> (resourceVersion, uid) of the version applied last
+        self._versions: dict[tuple[str, str, str], tuple[str, str]] = {}
 
     def __call__(self, event: WatchEvent) -> None:
-        if event.kind not in KINDS:
+        if event.kind not in KINDS or event.type not in (ADDED, MODIFIED, DELETED):
             return
         meta = event.obj.get("metadata") or {}
-        key = (event.kind, meta.get("namespace", ""), meta.get("name", ""))
-        version = str(meta.get("resourceVersion", ""))
-        if event.type != DELETED and version and self._versions.get(key) == version:
+        namespace = str(meta.get("namespace") or "")
+        if not namespace and event.kind in _NAMESPACED:
+            namespace = DEFAULT_NAMESPACE
+        key = (event.kind, namespace, str(meta.get("name") or ""))
+        # (the uid too: after an API server's state was reset, another object may carry the version)
+        stamp = (str(meta.get("resourceVersion", "")), str(meta.get("uid") or ""))
+        if event.type == DELETED:
+            self._versions.pop(key, None)
+        elif stamp[0] and self._versions.get(key) == stamp:
             return  # a re-delivered event (e.g. a re-list): nothing changed
         obj, problems = api_load.parse_object(event.obj, file=f"watch:{event.kind}", index=0)
         if obj is None:
-            for problem in problems:
-                if self._on_problem is not None:
-                    self._on_problem(str(problem), event)
+            if event.type != DELETED:
+                self._versions.pop(key, None)
+                for problem in problems:
+                    if self._on_problem is not None:
+                        self._on_problem(str(problem), event)
+            removed = self.cluster.remove(*key)
+            if removed is not None:
+                self._notify(ObjectEvent(DELETED, removed))
             return
-        if event.type == DELETED:
-            self._versions.pop(key, None)
-        else:
-            self._versions[key] = version
+        if event.type != DELETED:
+            self._versions[key] = stamp
         typed = ObjectEvent(event.type, obj)  # type: ignore[arg-type]
         self.cluster.apply(typed)
+        self._notify(typed)
+
+    def _notify(self, typed: ObjectEvent) -> None:
         for listener in list(self.listeners):
             listener(typed)

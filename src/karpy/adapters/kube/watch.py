@@ -1,16 +1,26 @@
 """List+watch per kind → :class:`~karpy.ports.WatchEvent` on the client's queue (thin informers).
 
 A :class:`Watcher` lists a kind, turns the difference from what it delivered before into
-ADDED / MODIFIED / DELETED events (so an object deleted while the watch was down still
-arrives as DELETED), then watches from the list's resourceVersion with bookmarks. A stream that
-ends or goes quiet is resumed from the last resourceVersion seen; ``410 Gone`` (as an HTTP status
-or an ``ERROR`` event) means that version is too old: list again. Other failures back off
-exponentially. Runs on the edge thread; started by :func:`start_watches` (the operator).
+ADDED / MODIFIED / DELETED events (so an object deleted while the watch was down still arrives as
+DELETED: a tombstone, stamped with the list's resourceVersion; an object is "changed" when its
+resourceVersion or its uid is), then watches from the list's resourceVersion with bookmarks. As
+upstream's reflector, a stream that ends or goes quiet, and a plain connection failure (no HTTP
+answer: refused, reset, timed out) or a 429, are resumed from the last resourceVersion seen; every
+other failure (``410 Gone`` at once, any other HTTP status or ``ERROR`` event, e.g. a 504 "too
+large resource version", or an answer karpy cannot use) lists again. A list whose resourceVersion
+is lower than one already seen (or a watch event older than the version it resumed from) means the
+API server's state was reset (etcd restored): warned about, the client forgets the versions it saw
+of the kind (the new objects' versions start over) and the kind is listed again, whose diff turns
+the objects gone into DELETED events. Failures back off exponentially; the backoff starts over
+when a watch request opens (a successful reconnect, whether events follow or not), unless that
+watch fails within ``SHORT_WATCH_SECONDS``. Runs on the edge thread; started by
+:func:`start_watches` (the operator).
 
 A failure is logged as ONE warning line naming the kind, the request (method and path), the HTTP
-status when there was an answer, the cause and the retry delay; the same failure again is logged
-at debug level (with the traceback of an unexpected exception) until ``REPEAT_WARNING_SECONDS``
-have passed, and a recovery at info level. A list answering 404 (a CRD that is not installed) is
+status when there was an answer, the cause and the retry delay; the same failure again (any plain
+connection failure counts as the same) is logged at debug level (with the traceback of an
+unexpected exception) until ``REPEAT_WARNING_SECONDS`` have passed, and a recovery at info
+level. A list answering 404 (a CRD that is not installed) is
 noted once at info level and retried quietly. The watcher's state, read by the operator's caches
 gate (``/readyz``, ``karpy_cache_synced``): ``synced`` (listed at least once; stays true),
 ``healthy`` (synced, and no list or watch request has failed since the last one that worked) and
@@ -25,6 +35,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+import aiohttp
 
 from karpy.adapters.kube import client as client_mod
 from karpy.adapters.kube import errors as kerrors
@@ -61,6 +73,34 @@ def _key(obj: dict[str, Any]) -> Key:
 
 
 REPEAT_WARNING_SECONDS = 300.0  # the same failure is warned about again after this long
+_UNREACHABLE = "the API server is unreachable"  # the repeat key of every plain connection failure
+SHORT_WATCH_SECONDS = 1.0  # a watch that fails sooner after it opened does not restart the backoff
+
+
+def _version_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _stamp(obj: dict[str, Any]) -> tuple[str, str]:
+    """What tells two versions of an object apart: (resourceVersion, uid)."""
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("resourceVersion") or ""), str(meta.get("uid") or ""))
+
+
+def resumable(exc: BaseException) -> bool:
+    """A watch failure after which the watch resumes from its resourceVersion (else: list again):
+    a plain connection failure (the request got no HTTP answer: refused, reset, timed out) or a
+    429, as upstream's reflector (which relists on everything else)."""
+    if isinstance(exc, errors.TooManyRequests):
+        return True
+    if not isinstance(exc, kerrors.Unavailable):
+        return False
+    cause = exc.__cause__ or exc.__context__  # the client maps transport errors ``from None``
+    return isinstance(cause, aiohttp.ClientConnectionError | OSError | TimeoutError)
+
+
+class StateReset(Exception):
+    """The API server's state went back (its resourceVersions are lower than ones seen)."""
 
 
 def _cause(exc: BaseException) -> str:
@@ -95,6 +135,10 @@ class Watcher:
         self.clock = clock
         self.version: str | None = None  # resume point; None = list first
         self.known: dict[Key, dict[str, Any]] = {}
+        self.highest = 0  # the highest resourceVersion seen (list or event); 0 = none
+        self.resets = 0  # API server state resets detected
+        self._opened: float | None = None  # when the current watch request opened
+        self._failures_at_open = 0  # the backoff's failures when it did
         self.lists = 0
         self.watches = 0
         self.synced = False  # listed at least once
@@ -148,8 +192,11 @@ class Watcher:
             self._warned = (cause, now)
             self._set(healthy=False, absent=True)
             return delay
+        # every plain connection failure is the same cause here (refused, reset, disconnected
+        # alternate during one outage): one warning line per outage, not one per wording
+        same = _UNREACHABLE if resumable(exc) and not isinstance(exc, errors.TooManyRequests) else cause
         last = self._warned
-        if last is not None and last[0] == cause and now - last[1] < REPEAT_WARNING_SECONDS:
+        if last is not None and last[0] == same and now - last[1] < REPEAT_WARNING_SECONDS:
             log.debug(
                 "watch %s failed again (%d in a row): %s; retrying in %.1f s",
                 self.kind,
@@ -165,11 +212,30 @@ class Watcher:
                 cause,
                 delay,
             )
-            self._warned = (cause, now)
+            self._warned = (same, now)
         if not isinstance(exc, errors.KubeError):
             log.debug("watch %s: the traceback of %s", self.kind, type(exc).__name__, exc_info=exc)
         self._set(healthy=False, absent=False)
         return delay
+
+    def _watch_opened(self) -> None:
+        """A watch request opened: a successful reconnect, so the backoff starts over and the kind
+        is healthy again. The failure streak (and the backoff's count, kept aside) ends only once
+        the watch proved itself (:meth:`_watch_worked`): one that fails within
+        ``SHORT_WATCH_SECONDS`` (:meth:`_short_watch`) continues it, logged as a repeat."""
+        self._opened = self.clock()
+        self._failures_at_open = self.backoff.failures
+        self.backoff.reset()
+        self._set(healthy=True, absent=False)
+
+    def _watch_worked(self) -> None:
+        """The open watch delivered something, ended normally or lasted: the streak is over."""
+        if self.failures:
+            self._worked()
+
+    def _seen_version(self, version: str) -> None:
+        if version.isdigit():
+            self.highest = max(self.highest, int(version))
 
     def _emit(self, type_: str, obj: dict[str, Any]) -> None:
         obj.setdefault("kind", self.kind)
@@ -185,23 +251,42 @@ class Watcher:
         if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
             raise kerrors.Unavailable(f"GET {self.path}: the list answer's items are not a list of objects")
         self.lists += 1
+        version = str((data.get("metadata") or {}).get("resourceVersion") or "")
+        if version.isdigit() and int(version) < self.highest:
+            self._reset(f"the list's resourceVersion {version} is lower than {self.highest}, seen before")
+            self.highest = 0
         fresh: dict[Key, dict[str, Any]] = {}
         for item in items:
             fresh[_key(item)] = item
         for key in sorted(self.known.keys() - fresh.keys()):
-            self._emit("DELETED", self.known[key])
+            gone = self.known[key]
+            if version.isdigit():  # the tombstone: gone as of the list (not as of its last version)
+                gone = {**gone, "metadata": {**(gone.get("metadata") or {}), "resourceVersion": version}}
+            self._emit("DELETED", gone)
         for key in sorted(fresh):
             old = self.known.get(key)
-            new_version = (fresh[key].get("metadata") or {}).get("resourceVersion")
+            new_stamp = _stamp(fresh[key])
             if old is None:
                 self._emit("ADDED", fresh[key])
-            elif (old.get("metadata") or {}).get("resourceVersion") != new_version or not new_version:
+            elif _stamp(old) != new_stamp or not new_stamp[0]:
                 self._emit("MODIFIED", fresh[key])
         self.known = fresh
-        version = str((data.get("metadata") or {}).get("resourceVersion") or "")
         self.version = version if version.isdigit() else ""
+        self._seen_version(version)
         self._set(synced=True)
         self._worked()
+
+    def _reset(self, why: str) -> None:
+        """The API server's state was reset: warn, and make the client forget this kind's versions."""
+        self.resets += 1
+        log.warning(
+            "watch %s (%s): the API server's state was reset (%s); listing again, objects gone arrive "
+            "as DELETED",
+            self.kind,
+            self.path,
+            why,
+        )
+        self.kube.forget_versions(self.kind)
 
     async def watch_once(self) -> None:
         """One watch request from ``self.version``; returns when the stream ends."""
@@ -210,11 +295,13 @@ class Watcher:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(self.timeout_seconds),
         }
-        if self.version:
-            query["resourceVersion"] = self.version
+        start = self.version
+        if start:
+            query["resourceVersion"] = start
         self.watches += 1
+        self._opened = None
         async for line in self.kube.stream(
-            self.path, query=query, read_timeout=self.read_timeout, on_open=self._worked
+            self.path, query=query, read_timeout=self.read_timeout, on_open=self._watch_opened
         ):
             type_ = line.get("type")
             obj = line.get("object") or {}
@@ -226,13 +313,17 @@ class Watcher:
             if type_ == "ERROR":
                 code = int(obj.get("code") or 500)
                 raise kerrors.from_status(code, obj, what=f"WATCH {self.path}: ERROR event {code}")
-            version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+            version = _version_of(obj)
             if type_ == "BOOKMARK":
-                if version.isdigit():
+                if version.isdigit() and (not self.version or int(version) > int(self.version)):
                     self.version = version
+                    self._seen_version(version)
+                self._watch_worked()
                 continue
             if type_ not in ("ADDED", "MODIFIED", "DELETED"):
                 continue
+            if start and start.isdigit() and version.isdigit() and int(version) < int(start):
+                raise StateReset(f"a {type_} event's resourceVersion {version} is lower than {start}")
             key = _key(obj)
             if type_ == "DELETED":
                 self.known.pop(key, None)
@@ -240,15 +331,32 @@ class Watcher:
                 self.known[key] = obj
             if version.isdigit() and (not self.version or int(version) > int(self.version)):
                 self.version = version
+            self._seen_version(version)
             self._emit(str(type_), obj)
             self.backoff.reset()
+            self._watch_worked()
+
+    def _short_watch(self) -> None:
+        """After a failure: a watch that failed within ``SHORT_WATCH_SECONDS`` of opening (e.g. an
+        ``ERROR`` event at once) was no reconnect: its backoff and failure streak continue (no
+        relist storm, no recovery line); one that failed later had worked."""
+        opened = self._opened
+        if opened is None:
+            return
+        if self.clock() - opened < SHORT_WATCH_SECONDS:
+            self.backoff.failures = max(self.backoff.failures, self._failures_at_open)
+        else:
+            self._watch_worked()
 
     async def run(self) -> None:
         while True:
+            self._opened = None
             try:
                 if self.version is None:
                     await self.relist()
                 await self.watch_once()
+                if self._opened is not None:
+                    self._watch_worked()  # it opened and ended normally
                 if not self.version:
                     self.version = None  # a server without resourceVersions: list again
             except asyncio.CancelledError:
@@ -256,10 +364,14 @@ class Watcher:
             except kerrors.Gone:
                 log.info("watch %s: resourceVersion %s expired (410); listing again", self.kind, self.version)
                 self.version = None
-            except errors.KubeError as exc:
-                await asyncio.sleep(self.failed(exc))
-            except Exception as exc:  # never let one watch kill the edge
+            except StateReset as exc:
+                self._reset(str(exc))
+                self.highest = 0  # (the list that follows is not a second reset)
                 self.version = None
+            except Exception as exc:  # never let one watch kill the edge
+                self._short_watch()
+                if self.version is not None and not resumable(exc):
+                    self.version = None  # anything but a plain connection failure: list again
                 await asyncio.sleep(self.failed(exc))
 
 
