@@ -2,7 +2,9 @@
 
 - :class:`KubeAPI` speaks raw Kubernetes JSON (dicts) and raises :mod:`karpy.model.errors`
   ``KubeError`` subclasses; implemented by :mod:`karpy.adapters.memory` (tests and the
-  simulator) and the kube adapter (the operator).
+  simulator) and the kube adapter (the operator). ``batch`` takes several independent calls
+  (:class:`KubeOp`) at once: the in-memory server makes them in order, the kube adapter
+  concurrently (bounded, rate-limited); both answer them in order, each result or error apart.
 - :class:`CloudProvider` launches and removes instances for NodeClaims (Karpenter's narrow
   port): implemented by :mod:`karpy.providers.fake`, :mod:`karpy.providers.kwok` and
   :mod:`karpy.providers.aws`; :class:`BatchLauncher` is the optional batch launch.
@@ -14,12 +16,13 @@ client on its own thread and exposes these synchronous methods.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from karpy.model.catalog import InstanceType
-from karpy.model.errors import CloudError
+from karpy.model.errors import CloudError, KubeError
 from karpy.model.objects import NodeClaim, NodePool
 
 __all__ = [
@@ -29,6 +32,7 @@ __all__ = [
     "Event",
     "EventSink",
     "KubeAPI",
+    "KubeOp",
     "RawObject",
     "WatchEvent",
 ]
@@ -43,6 +47,18 @@ class WatchEvent:
     type: str
     kind: str
     obj: RawObject
+
+
+@dataclass(frozen=True, slots=True)
+class KubeOp:
+    """One call of :meth:`KubeAPI.batch`: ``verb`` is ``get``, ``create``, ``update``, ``patch`` or
+    ``delete``, with that method's arguments; ``body`` is the object (create, update) or the patch."""
+
+    verb: str
+    kind: str
+    name: str = ""
+    namespace: str = ""
+    body: Mapping[str, Any] | None = None
 
 
 class KubeAPI(Protocol):
@@ -71,6 +87,11 @@ class KubeAPI(Protocol):
     def bind(self, name: str, namespace: str, node_name: str) -> None: ...
 
     def watch(self, callback: Callable[[WatchEvent], None]) -> None: ...
+
+    # Independent calls (each on another object) made as ``getattr(self, op.verb)(...)`` would, the
+    # results in the order of ``ops``: what the method returns ({} for a delete) or the KubeError it
+    # raised (one failing call fails alone); the writes reach the watch callbacks in that order too.
+    def batch(self, ops: Sequence[KubeOp]) -> builtins.list[RawObject | KubeError]: ...
 
 
 class CloudProvider(Protocol):

@@ -6,7 +6,8 @@ on: ``resourceVersion`` (a global counter; a stale update raises ``Conflict``), 
 finalizers (delete sets ``deletionTimestamp``; removing the last finalizer deletes), pod
 binding, the Eviction API with PodDisruptionBudgets (429 ``TooManyRequests`` when a budget
 allows no disruption), and synchronous watch callbacks (deterministic, no threads). Every
-call is recorded, and ``fail_next`` injects one error for the next matching call.
+call is recorded, and ``fail_next`` injects one error for the next matching call. ``batch``
+makes its calls one after the other, exactly as the caller making them in order would.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import builtins
 import copy
 import itertools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from karpy.model import errors
 from karpy.model.objects import TERMINAL_PHASES
-from karpy.ports import Clock, RawObject, WatchEvent
+from karpy.ports import Clock, KubeOp, RawObject, WatchEvent
 
 __all__ = ["CLUSTER_SCOPED", "MemoryKube"]
 
@@ -403,6 +404,31 @@ class MemoryKube:
                 budget = pdb["metadata"]["name"]
                 raise errors.TooManyRequests(f"Cannot evict pod: it would violate disruption budget {budget}")
         self.delete("Pod", name, namespace)
+
+    def batch(self, ops: Sequence[KubeOp]) -> builtins.list[RawObject | errors.KubeError]:
+        """The calls in order, each as made alone: its result ({} for a delete) or its KubeError."""
+        out: builtins.list[RawObject | errors.KubeError] = []
+        for op in ops:
+            try:
+                out.append(self._op(op))
+            except errors.KubeError as exc:
+                out.append(exc)
+        return out
+
+    def _op(self, op: KubeOp) -> RawObject:
+        body: Any = op.body if op.body is None or isinstance(op.body, dict) else dict(op.body)
+        if op.verb == "get":
+            return self.get(op.kind, op.name, op.namespace)
+        if op.verb == "create":
+            return self.create(body)
+        if op.verb == "update":
+            return self.update(body)
+        if op.verb == "patch":
+            return self.patch(op.kind, op.name, body or {}, op.namespace)
+        if op.verb == "delete":
+            self.delete(op.kind, op.name, op.namespace)
+            return {}
+        raise ValueError(f"batch: unknown verb {op.verb!r}")
 
     # -- conveniences for tests and the simulator ---------------------------------------
     def objects(self, kind: str) -> builtins.list[RawObject]:

@@ -1,8 +1,8 @@
 """NodeClaim lifecycle: launch -> registration -> initialization, liveness and garbage collection.
 
-Karpenter's ``nodeclaim/lifecycle`` and ``nodeclaim/garbagecollection``. Every pass walks the
+Karpenter's ``nodeclaim/lifecycle`` and ``nodeclaim/garbagecollection``. Every pass takes the
 NodeClaims of the cluster state in name order (claims being deleted belong to
-:mod:`karpy.controllers.termination`):
+:mod:`karpy.controllers.termination`) through phases, each claim as far as it goes now:
 
 - the ``karpenter.sh/termination`` finalizer and the NodePool hash annotations (stamped when
   missing or of another hash version, so adopted claims do not all drift);
@@ -23,6 +23,14 @@ NodeClaims of the cluster state in name order (claims being deleted belong to
 - **garbage collection** (every 2 min): instances without a claim are deleted; Registered
   claims whose instance is gone (a spot interruption) are deleted.
 
+Within a phase the API calls of the claims are independent (one object each): they go out as one
+``KubeAPI.batch`` per step (the finalizer reads, the metadata patches, the status patches, the
+Node reads and patches, the deletes), which the operator's kube client runs concurrently and the
+in-memory API server in order. The answers are taken in the claims' name order, so each claim sees
+the same calls, answers and state as it would one claim after the other. A call that fails with
+anything but NotFound stops only its claim; the pass takes the other answers, then raises the first
+such error (the operator logs it and retries the pass).
+
 Registered as a loop task by the wiring (woken by Node and NodeClaim changes); returns the
 soonest deadline, or a short poll while a claim waits on something.
 """
@@ -30,7 +38,7 @@ soonest deadline, or a short poll while a claim waits on something.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from karpy.api import encode
@@ -40,7 +48,7 @@ from karpy.core.disruption import drift
 from karpy.model import errors, labels
 from karpy.model.objects import Condition, Node, NodeClaim
 from karpy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
-from karpy.ports import BatchLauncher
+from karpy.ports import BatchLauncher, KubeOp, RawObject
 
 __all__ = [
     "FINALIZER",
@@ -107,8 +115,8 @@ class NodeClaimLifecycle:
         self._cleaned_for: tuple[str, ...] | None = None
         self._since: int | None = None  # the claims store version when the last pass began
         self._open: set[str] = set()  # claims the last pass advanced that are not settled
-        self._launched: dict[str, NodeClaim | errors.CloudError] = {}  # batch results not yet taken
         self._last_error: dict[str, str] = {}  # the last launch error per claim (one event per new one)
+        self._error: errors.KubeError | None = None  # the pass's first failed call (raised at its end)
 
     # -- the pass ------------------------------------------------------------------------
     def reconcile(self) -> Result:
@@ -121,21 +129,20 @@ class NodeClaimLifecycle:
         # skipped (settled, deleting or gone) and would skip again: only the others are visited
         visit = cluster.claim_names() if changed is None else sorted(self._open.union(changed))
         self._open = set()
-        if isinstance(self.ctx.cloud, BatchLauncher):
-            self._prelaunch(self.ctx.cloud, visit, now)
+        self._error = None
+        todo: list[NodeClaim] = []
         for name in visit:
             claim = cluster.claims.get(name)
-            if claim is None or claim.deleting or self._settled.get(name) is claim:
-                continue
-            wait = self._claim(claim, now)
-            if wait is not None:
-                waits.append(wait)
-            if self._settled.get(name) is not cluster.claims.get(name):
-                self._open.add(name)
+            if claim is not None and not claim.deleting and self._settled.get(name) is not claim:
+                todo.append(claim)
+        self._advance(todo, now, waits)
+        for claim in todo:
+            if self._settled.get(claim.name) is not cluster.claims.get(claim.name):
+                self._open.add(claim.name)
         names = cluster.claim_names()
         if names is not self._cleaned_for:  # claims came or went since the last clean-up
             known = set(names)
-            for store in (self._attempts, self._retry_at, self._launched, self._last_error):
+            for store in (self._attempts, self._retry_at, self._last_error):
                 for name in [n for n in store if n not in known]:
                     del store[name]
             self._finalized &= known
@@ -147,128 +154,164 @@ class NodeClaimLifecycle:
         elif now >= self._next_gc:
             self._garbage_collect(now)
             self._next_gc = now + GC_INTERVAL
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
         waits.append(self._next_gc - now)
         return Result(requeue_after=max(0.0, min(waits)))
 
-    def _claim(self, claim: NodeClaim, now: float) -> float | None:
-        """Advance one claim as far as it goes now; the delay until it wants another look."""
-        current = self._metadata(claim)
-        if current is None:
-            return None
-        if not current.is_true("Launched"):
-            return self._launch(current, now)
-        if not current.is_true("Registered"):
-            return self._register(current, now)
-        if not current.is_true("Initialized"):
-            return self._initialize(current, now)
-        if current.annotations.get(drift.HASH_VERSION_ANNOTATION) == drift.HASH_VERSION:
-            self._settled[current.name] = current  # nothing left to do until the claim changes
-        return None
+    def _advance(self, claims: Sequence[NodeClaim], now: float, waits: list[float]) -> None:
+        """Take ``claims`` (name order) through the phases, each as far as it goes now; ``waits``
+        gets the delay after which a claim that stopped wants another look."""
+        launch: list[NodeClaim] = []
+        register: list[NodeClaim] = []
+        initialize: list[NodeClaim] = []
+        for current in self._metadata(claims):
+            if not current.is_true("Launched"):
+                launch.append(current)
+            elif not current.is_true("Registered"):
+                register.append(current)
+            elif not current.is_true("Initialized"):
+                initialize.append(current)
+            elif current.annotations.get(drift.HASH_VERSION_ANNOTATION) == drift.HASH_VERSION:
+                self._settled[current.name] = current  # nothing left to do until the claim changes
+        register = _by_name([*self._launch(launch, now, waits), *register])
+        initialize = _by_name([*self._register(register, now, waits), *initialize])
+        self._initialize(initialize, now, waits)
 
     def _fresh(self, name: str) -> NodeClaim | None:
         claim = self.ctx.cluster.claims.get(name)
         return None if claim is None or claim.deleting else claim
 
+    def _batch(self, ops: Sequence[KubeOp]) -> list[RawObject | None]:
+        """The answers of independent calls (made at once, see the module docstring); None for
+        a call that failed: NotFound, or another error kept for the pass to raise at its end."""
+        if not ops:
+            return []
+        out: list[RawObject | None] = []
+        for result in self.ctx.kube.batch(ops):
+            if isinstance(result, errors.KubeError):
+                if not isinstance(result, errors.NotFound) and self._error is None:
+                    self._error = result
+                out.append(None)
+            else:
+                out.append(result)
+        return out
+
     # -- finalizer and hash --------------------------------------------------------------
-    def _metadata(self, claim: NodeClaim) -> NodeClaim | None:
-        patch: dict[str, Any] = {}
-        if claim.name not in self._finalized:
-            try:
-                raw = self.ctx.kube.get("NodeClaim", claim.name)
-            except errors.NotFound:
-                return None
-            finalizers = list(raw["metadata"].get("finalizers") or [])
-            if FINALIZER not in finalizers:
-                patch["finalizers"] = [*finalizers, FINALIZER]
-        pool = self.ctx.cluster.node_pools.get(claim.node_pool)
-        version = claim.annotations.get(drift.HASH_VERSION_ANNOTATION)
-        if pool is not None and (
-            version != drift.HASH_VERSION or drift.HASH_ANNOTATION not in claim.annotations
-        ):
-            patch["annotations"] = {
-                drift.HASH_ANNOTATION: drift.pool_hash(pool),
-                drift.HASH_VERSION_ANNOTATION: drift.HASH_VERSION,
-            }
-        if patch:
-            try:
-                self.ctx.kube.patch("NodeClaim", claim.name, {"metadata": patch})
-            except errors.NotFound:
-                return None
-        self._finalized.add(claim.name)
-        return self._fresh(claim.name) if patch else claim
+    def _metadata(self, claims: Sequence[NodeClaim]) -> list[NodeClaim]:
+        """The claims with the finalizer and the hash annotations (patched where missing), as
+        the state has them after; claims gone (or going) meanwhile are left out."""
+        reads = [c for c in claims if c.name not in self._finalized]
+        answers = self._batch([KubeOp("get", "NodeClaim", c.name) for c in reads])
+        raws = dict(zip([c.name for c in reads], answers, strict=True))
+        out: dict[str, NodeClaim] = {}
+        patches: list[tuple[NodeClaim, dict[str, Any]]] = []
+        for claim in claims:
+            patch: dict[str, Any] = {}
+            if claim.name in raws:
+                raw = raws[claim.name]
+                if raw is None:
+                    continue
+                finalizers = list(raw["metadata"].get("finalizers") or [])
+                if FINALIZER not in finalizers:
+                    patch["finalizers"] = [*finalizers, FINALIZER]
+            pool = self.ctx.cluster.node_pools.get(claim.node_pool)
+            version = claim.annotations.get(drift.HASH_VERSION_ANNOTATION)
+            if pool is not None and (
+                version != drift.HASH_VERSION or drift.HASH_ANNOTATION not in claim.annotations
+            ):
+                patch["annotations"] = {
+                    drift.HASH_ANNOTATION: drift.pool_hash(pool),
+                    drift.HASH_VERSION_ANNOTATION: drift.HASH_VERSION,
+                }
+            if patch:
+                patches.append((claim, {"metadata": patch}))
+            else:
+                self._finalized.add(claim.name)
+                out[claim.name] = claim
+        answers = self._batch([KubeOp("patch", "NodeClaim", c.name, body=p) for c, p in patches])
+        for (claim, _), answer in zip(patches, answers, strict=True):
+            if answer is None:
+                continue
+            self._finalized.add(claim.name)
+            fresh = self._fresh(claim.name)
+            if fresh is not None:
+                out[claim.name] = fresh
+        return [out[c.name] for c in claims if c.name in out]
 
     # -- launch --------------------------------------------------------------------------
-    def _due(self, claim: NodeClaim, now: float) -> bool:
-        """Whether a launch of ``claim`` would be attempted now (not timed out, not backing off)."""
-        if now >= claim.created + LAUNCH_TTL:
-            return False
-        retry_at = self._retry_at.get(claim.name)
-        return retry_at is None or now >= retry_at
+    def _create(self, claims: Sequence[NodeClaim]) -> list[NodeClaim | errors.CloudError]:
+        """The provider's answer per claim, in order: one ``create_batch`` for several claims of a
+        :class:`~karpy.ports.BatchLauncher`, else ``create`` one by one. A Kubernetes error (a
+        provider writing Nodes) stops the launches there: the answers so far are returned."""
+        cloud = self.ctx.cloud
+        if isinstance(cloud, BatchLauncher) and len(claims) >= 2:
+            try:
+                return list(cloud.create_batch(claims))
+            except errors.KubeError as exc:
+                self._error = self._error or exc
+                return []
+        out: list[NodeClaim | errors.CloudError] = []
+        for claim in claims:
+            try:
+                out.append(cloud.create(claim))
+            except errors.CloudError as exc:
+                out.append(exc)
+            except errors.KubeError as exc:
+                self._error = self._error or exc
+                break
+        return out
 
-    def _prelaunch(self, cloud: BatchLauncher, visit: Iterable[str], now: float) -> None:
-        """Launch every claim this pass would launch in one batch (a provider that batches
-        identical requests makes one cloud call for many claims); the pass then takes each result
-        where it would have called ``create``."""
-        batch: list[NodeClaim] = []
-        for name in visit:
-            claim = self.ctx.cluster.claims.get(name)
-            if (
-                claim is None
-                or claim.deleting
-                or claim.is_true("Launched")
-                or self._settled.get(name) is claim
-            ):
+    def _launch(self, claims: Sequence[NodeClaim], now: float, waits: list[float]) -> list[NodeClaim]:
+        """Launch the claims that are due; the ones launched, as the state has them after."""
+        due: list[NodeClaim] = []
+        deletes: list[tuple[NodeClaim, str, str, str]] = []
+        for claim in claims:
+            deadline = claim.created + LAUNCH_TTL
+            if now >= deadline:
+                deletes.append((claim, "liveness", "LaunchTimeout", f"not launched within {LAUNCH_TTL:.0f}s"))
                 continue
-            current = self._metadata(claim)
-            if current is not None and not current.is_true("Launched") and self._due(current, now):
-                batch.append(current)
-        if len(batch) < 2:
-            return  # one claim: the ordinary path launches it
-        for claim, result in zip(batch, cloud.create_batch(batch), strict=True):
-            self._launched[claim.name] = result
+            retry_at = self._retry_at.get(claim.name)
+            if retry_at is not None and now < retry_at:
+                waits.append(min(retry_at, deadline) - now)
+                continue
+            due.append(claim)
+        statuses: list[tuple[NodeClaim, dict[str, Any]]] = []
+        launched: list[NodeClaim] = []
+        for claim, result in zip(due, self._create(due), strict=False):
+            if isinstance(result, errors.InsufficientCapacity):
+                self.ctx.event(
+                    "NodeClaim", claim.name, "InsufficientCapacityError", str(result), warning=True
+                )
+                deletes.append((claim, "insufficient_capacity", "", ""))
+            elif isinstance(result, errors.NodeClassNotReady):
+                self.ctx.event("NodeClaim", claim.name, "NodeClassNotReady", str(result), warning=True)
+                deletes.append((claim, "nodeclass_not_ready", "", ""))
+            elif isinstance(result, errors.CloudError):
+                waits.append(self._failed_launch(claim, result, now))
+                condition = Condition("Launched", "Unknown", "CreateError", str(result))
+                statuses.append((claim, _status_body(claim, {}, [condition], now=now)))
+            else:
+                statuses.append((claim, self._launched_body(claim, result, now)))
+                launched.append(claim)
+        self._write_statuses(statuses)
+        self._delete_all(deletes)
+        return [fresh for c in launched if (fresh := self._fresh(c.name)) is not None]
 
-    def _create(self, claim: NodeClaim) -> NodeClaim:
-        result = self._launched.pop(claim.name, None)
-        if result is None:
-            return self.ctx.cloud.create(claim)
-        if isinstance(result, errors.CloudError):
-            raise result
-        return result
+    def _failed_launch(self, claim: NodeClaim, exc: errors.CloudError, now: float) -> float:
+        """Back off (a Warning event once per distinct error); the delay until the retry."""
+        attempts = self._attempts.get(claim.name, 0) + 1
+        self._attempts[claim.name] = attempts
+        delay = min(BACKOFF_MAX, BACKOFF_MIN * 2.0 ** (attempts - 1))
+        self._retry_at[claim.name] = now + delay
+        self.ctx.log.warning("launching NodeClaim %s failed: %s", claim.name, exc)
+        if attempts == 1 or str(exc) != self._last_error.get(claim.name):
+            self.ctx.event("NodeClaim", claim.name, "FailedLaunch", str(exc), warning=True)
+        self._last_error[claim.name] = str(exc)
+        return min(delay, claim.created + LAUNCH_TTL - now)
 
-    def _launch(self, claim: NodeClaim, now: float) -> float | None:
-        deadline = claim.created + LAUNCH_TTL
-        if now >= deadline:
-            self._delete(claim, "liveness", "LaunchTimeout", f"not launched within {LAUNCH_TTL:.0f}s")
-            return None
-        retry_at = self._retry_at.get(claim.name)
-        if retry_at is not None and now < retry_at:
-            return min(retry_at, deadline) - now
-        try:
-            hydrated = self._create(claim)
-        except errors.InsufficientCapacity as exc:
-            self.ctx.event("NodeClaim", claim.name, "InsufficientCapacityError", str(exc), warning=True)
-            self._delete(claim, "insufficient_capacity")
-            return None
-        except errors.NodeClassNotReady as exc:
-            self.ctx.event("NodeClaim", claim.name, "NodeClassNotReady", str(exc), warning=True)
-            self._delete(claim, "nodeclass_not_ready")
-            return None
-        except errors.CloudError as exc:
-            attempts = self._attempts.get(claim.name, 0) + 1
-            self._attempts[claim.name] = attempts
-            delay = min(BACKOFF_MAX, BACKOFF_MIN * 2.0 ** (attempts - 1))
-            self._retry_at[claim.name] = now + delay
-            self.ctx.log.warning("launching NodeClaim %s failed: %s", claim.name, exc)
-            if attempts == 1 or str(exc) != self._last_error.get(claim.name):
-                self.ctx.event("NodeClaim", claim.name, "FailedLaunch", str(exc), warning=True)
-            self._last_error[claim.name] = str(exc)
-            self._patch_status(
-                claim,
-                {},
-                [Condition("Launched", "Unknown", "CreateError", str(exc))],
-                now=now,
-            )
-            return min(delay, deadline - now)
+    def _launched_body(self, claim: NodeClaim, hydrated: NodeClaim, now: float) -> dict[str, Any]:
         self._attempts.pop(claim.name, None)
         self._retry_at.pop(claim.name, None)
         status: dict[str, Any] = {
@@ -280,11 +323,8 @@ class NodeClaimLifecycle:
             status["imageID"] = hydrated.image_id
         merged = {**hydrated.labels, **claim.labels}
         added = {k: v for k, v in hydrated.annotations.items() if claim.annotations.get(k) != v}
-        self._patch_status(
-            claim, status, [Condition("Launched", "True")], now=now, labels_=merged, annotations=added
-        )
-        launched = self._fresh(claim.name)
-        return None if launched is None else self._register(launched, now)
+        launched = [Condition("Launched", "True")]
+        return _status_body(claim, status, launched, now=now, labels_=merged, annotations=added)
 
     # -- registration --------------------------------------------------------------------
     def _node_for(self, provider_id: str) -> Node | None:
@@ -292,23 +332,51 @@ class NodeClaimLifecycle:
         found = self.ctx.cluster.nodes_with_provider(provider_id)
         return found[-1] if found else None
 
-    def _register(self, claim: NodeClaim, now: float) -> float | None:
-        node = self._node_for(claim.provider_id)
-        if node is None:
+    def _register(self, claims: Sequence[NodeClaim], now: float, waits: list[float]) -> list[NodeClaim]:
+        """Register the claims whose Node is there; the ones registered, as the state has them after."""
+        found: list[tuple[NodeClaim, Node]] = []
+        deletes: list[tuple[NodeClaim, str, str, str]] = []
+        for claim in claims:
+            node = self._node_for(claim.provider_id)
+            if node is not None:
+                found.append((claim, node))
+                continue
             launched = claim.condition("Launched")
             since = launched.last_transition if launched and launched.last_transition else claim.created
             deadline = since + REGISTRATION_TTL
             if now >= deadline:
                 message = f"no Node registered within {REGISTRATION_TTL:.0f}s of launch"
-                self._delete(claim, "liveness", "RegistrationTimeout", message)
-                return None
-            return min(POLL, deadline - now)
-        try:
-            raw = self.ctx.kube.get("Node", node.name)
-        except errors.NotFound:
-            return POLL
-        meta = raw["metadata"]
-        finalizers = list(meta.get("finalizers") or [])
+                deletes.append((claim, "liveness", "RegistrationTimeout", message))
+            else:
+                waits.append(min(POLL, deadline - now))
+        raws = self._batch([KubeOp("get", "Node", node.name) for _, node in found])
+        patches: list[tuple[NodeClaim, Node, dict[str, Any]]] = []
+        for (claim, node), raw in zip(found, raws, strict=True):
+            if raw is None:
+                waits.append(POLL)
+            else:
+                patches.append((claim, node, self._node_patch(claim, node, raw)))
+        answers = self._batch([KubeOp("patch", "Node", node.name, body=p) for _, node, p in patches])
+        statuses: list[tuple[NodeClaim, dict[str, Any]]] = []
+        for (claim, node, _), answer in zip(patches, answers, strict=True):
+            if answer is None:
+                waits.append(POLL)
+                continue
+            registered = [Condition("Registered", "True")]
+            statuses.append((claim, _status_body(claim, {"nodeName": node.name}, registered, now=now)))
+        self._write_statuses(statuses)
+        self._delete_all(deletes)
+        out: list[NodeClaim] = []
+        for claim, _ in statuses:
+            self.ctx.metrics.nodes_created.labels(nodepool=claim.node_pool).inc()
+            fresh = self._fresh(claim.name)
+            if fresh is not None:
+                out.append(fresh)
+        return out
+
+    def _node_patch(self, claim: NodeClaim, node: Node, raw: RawObject) -> dict[str, Any]:
+        """The Node's registration patch: finalizer, the claim's labels and taints, registered."""
+        finalizers = list(raw["metadata"].get("finalizers") or [])
         node_labels = {
             **node.labels,
             **claim.labels,
@@ -329,29 +397,27 @@ class NodeClaimLifecycle:
         }
         if FINALIZER not in finalizers:
             node_patch["metadata"]["finalizers"] = [*finalizers, FINALIZER]
-        try:
-            self.ctx.kube.patch("Node", node.name, node_patch)
-        except errors.NotFound:
-            return POLL
-        self._patch_status(claim, {"nodeName": node.name}, [Condition("Registered", "True")], now=now)
-        self.ctx.metrics.nodes_created.labels(nodepool=claim.node_pool).inc()
-        registered = self._fresh(claim.name)
-        return None if registered is None else self._initialize(registered, now)
+        return node_patch
 
     # -- initialization ------------------------------------------------------------------
-    def _initialize(self, claim: NodeClaim, now: float) -> float | None:
-        node = self._node_for(claim.provider_id)
-        if node is None:
-            return None  # the Node went away; garbage collection decides
-        if not _initialized(node, claim):
-            return POLL
-        if node.labels.get(labels.INITIALIZED) != "true":
-            try:
-                self.ctx.kube.patch("Node", node.name, {"metadata": {"labels": {labels.INITIALIZED: "true"}}})
-            except errors.NotFound:
-                return None
-        self._patch_status(claim, {}, [Condition("Initialized", "True")], now=now)
-        return None
+    def _initialize(self, claims: Sequence[NodeClaim], now: float, waits: list[float]) -> None:
+        ready: list[tuple[NodeClaim, Node]] = []
+        for claim in claims:
+            node = self._node_for(claim.provider_id)
+            if node is None:
+                continue  # the Node went away; garbage collection decides
+            if not _initialized(node, claim):
+                waits.append(POLL)
+                continue
+            ready.append((claim, node))
+        unlabeled = [(c, n) for c, n in ready if n.labels.get(labels.INITIALIZED) != "true"]
+        patch = {"metadata": {"labels": {labels.INITIALIZED: "true"}}}
+        answers = self._batch([KubeOp("patch", "Node", n.name, body=patch) for _, n in unlabeled])
+        failed = {c.name for (c, _), answer in zip(unlabeled, answers, strict=True) if answer is None}
+        initialized = [Condition("Initialized", "True")]
+        self._write_statuses(
+            [(c, _status_body(c, {}, initialized, now=now)) for c, _ in ready if c.name not in failed]
+        )
 
     # -- garbage collection --------------------------------------------------------------
     def _garbage_collect(self, now: float) -> None:
@@ -379,41 +445,55 @@ class NodeClaimLifecycle:
             self._delete(claim, "garbage_collected")
 
     # -- writes --------------------------------------------------------------------------
-    def _patch_status(
-        self,
-        claim: NodeClaim,
-        status: Mapping[str, Any],
-        conditions: Iterable[Condition],
-        *,
-        now: float,
-        labels_: Mapping[str, str] | None = None,
-        annotations: Mapping[str, str] | None = None,
-    ) -> None:
-        body: dict[str, Any] = {
-            "status": {**status, "conditions": set_conditions(claim.conditions, conditions, now=now)}
-        }
-        if labels_ is not None:
-            body["metadata"] = {"labels": dict(labels_)}
-        if annotations:
-            body.setdefault("metadata", {})["annotations"] = dict(annotations)
-        with contextlib.suppress(errors.NotFound):
-            self.ctx.kube.patch("NodeClaim", claim.name, body)
+    def _write_statuses(self, writes: Sequence[tuple[NodeClaim, Mapping[str, Any]]]) -> None:
+        """Patch the claims' statuses (and labels, annotations) at once; a claim gone is no error."""
+        self._batch([KubeOp("patch", "NodeClaim", claim.name, body=body) for claim, body in writes])
 
     def _delete(self, claim: NodeClaim, reason: str, event: str = "", message: str = "") -> None:
-        if event:
-            self.ctx.event("NodeClaim", claim.name, event, message, warning=True)
-        self.ctx.log.info("deleting NodeClaim %s (%s)", claim.name, reason)
-        try:
-            self.ctx.kube.delete("NodeClaim", claim.name)
-        except errors.NotFound:
-            return
-        self.ctx.metrics.nodeclaims_disrupted.labels(
-            reason=reason,
-            nodepool=claim.node_pool,
-            capacity_type=claim.labels.get(labels.CAPACITY_TYPE, ""),
-        ).inc()
-        self._attempts.pop(claim.name, None)
-        self._retry_at.pop(claim.name, None)
+        self._delete_all([(claim, reason, event, message)])
+
+    def _delete_all(self, deletes: Sequence[tuple[NodeClaim, str, str, str]]) -> None:
+        """Delete the claims at once: each (claim, reason, event reason, message), the event (if
+        any) and log line first, the disruption metric for those actually deleted."""
+        for claim, reason, event, message in deletes:
+            if event:
+                self.ctx.event("NodeClaim", claim.name, event, message, warning=True)
+            self.ctx.log.info("deleting NodeClaim %s (%s)", claim.name, reason)
+        answers = self._batch([KubeOp("delete", "NodeClaim", claim.name) for claim, *_ in deletes])
+        for (claim, reason, _, _), answer in zip(deletes, answers, strict=True):
+            if answer is None:
+                continue
+            self.ctx.metrics.nodeclaims_disrupted.labels(
+                reason=reason,
+                nodepool=claim.node_pool,
+                capacity_type=claim.labels.get(labels.CAPACITY_TYPE, ""),
+            ).inc()
+            self._attempts.pop(claim.name, None)
+            self._retry_at.pop(claim.name, None)
+
+
+def _by_name(claims: Iterable[NodeClaim]) -> list[NodeClaim]:
+    return sorted(claims, key=lambda c: c.name)
+
+
+def _status_body(
+    claim: NodeClaim,
+    status: Mapping[str, Any],
+    conditions: Iterable[Condition],
+    *,
+    now: float,
+    labels_: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The patch of a claim's status (its conditions updated), labels and annotations."""
+    body: dict[str, Any] = {
+        "status": {**status, "conditions": set_conditions(claim.conditions, conditions, now=now)}
+    }
+    if labels_ is not None:
+        body["metadata"] = {"labels": dict(labels_)}
+    if annotations:
+        body.setdefault("metadata", {})["annotations"] = dict(annotations)
+    return body
 
 
 def _initialized(node: Node, claim: NodeClaim) -> bool:

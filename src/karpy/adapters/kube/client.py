@@ -1,8 +1,8 @@
 """``KubeClient``: the :class:`karpy.ports.KubeAPI` over ``kubernetes_asyncio``, raw JSON in and out.
 
-"Sync core, async edge": an :class:`Edge` thread runs an asyncio loop with the
-``kubernetes_asyncio`` ``ApiClient``; the synchronous port methods submit coroutines to it and
-wait. Requests go through ``ApiClient.call_api`` with JSON bodies and ``_preload_content=False``
+"Sync core, async edge": an :class:`~karpy.adapters.kube.edge.Edge` thread runs an asyncio loop
+with the ``kubernetes_asyncio`` ``ApiClient``; the synchronous port methods submit coroutines to
+it and wait. Requests go through ``ApiClient.call_api`` with JSON bodies and ``_preload_content=False``
 (no generated model classes); statuses are mapped to :mod:`karpy.model.errors` by
 :mod:`karpy.adapters.kube.errors`.
 
@@ -12,6 +12,15 @@ and the HTTP status, as every non-2xx answer does. ``create`` names an object wi
 retried with a fresh suffix on a collision), so NodeClaims get their names even from an API server
 that ignores ``generateName`` (kmock's stock emulator stores them nameless); it also sends
 ``creationTimestamp`` (a real API server ignores it and sets its own; the stock emulator keeps it).
+The request sequences of the verbs are in :mod:`karpy.adapters.kube.verbs`.
+
+Concurrency and rate limit: ``batch`` runs independent calls concurrently on the edge loop, at most
+``max_in_flight`` requests at a time, and answers them in order; every request of the port's calls
+(batched or not) first takes a token of the client-side rate limit
+(:mod:`karpy.adapters.kube.ratelimit`: ``qps`` and ``burst`` as client-go's). The edge's own
+requests (:meth:`KubeClient.request` and :meth:`KubeClient.stream`: Lease renewals, list+watch,
+event posts) are counted but never wait for the limit or for a slot, so no burst of writes can
+delay a renewal.
 
 Watch events (from :mod:`karpy.adapters.kube.watch`, on the edge thread) go onto a thread-safe
 queue; the operator's thread calls :meth:`KubeClient.dispatch` to hand them to the ``watch``
@@ -25,88 +34,53 @@ leader. Built by :mod:`karpy.operator`.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import builtins
 import contextlib
 import copy
 import json
 import logging
+import math
 import queue
 import random
 import threading
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
-from datetime import UTC, datetime
-from typing import Any, NamedTuple, TypeVar
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
 from karpy.adapters.kube import errors as kerrors
+from karpy.adapters.kube import ratelimit, verbs
+from karpy.adapters.kube.edge import INTERRUPT_POLL, Edge
+from karpy.adapters.kube.verbs import RESOURCES, Resource, resource
 from karpy.model import errors
-from karpy.ports import KubeAPI, RawObject, WatchEvent
+from karpy.ports import KubeAPI, KubeOp, RawObject, WatchEvent
 
-__all__ = ["RESOURCES", "Edge", "KubeClient", "Resource", "load_configuration"]
+__all__ = [
+    "DEFAULT_BURST",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_QPS",
+    "INTERRUPT_POLL",
+    "RESOURCES",
+    "Edge",
+    "KubeClient",
+    "Resource",
+    "load_configuration",
+    "resource",
+]
 
 log = logging.getLogger("karpy.kube")
 T = TypeVar("T")
-INTERRUPT_POLL = 0.1  # how often a waiting call looks at its interrupt event (seconds)
 
 
-class Resource(NamedTuple):
-    kind: str
-    group: str
-    version: str
-    plural: str
-    namespaced: bool
-    status: bool  # has a /status subresource (status ignored on the main resource)
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(self, namespace: str | None = None, name: str = "", sub: str = "") -> str:
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if self.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if sub:
-            base += f"/{sub}"
-        return base
-
-
-RESOURCES: dict[str, Resource] = {
-    r.kind: r
-    for r in (
-        Resource("Pod", "", "v1", "pods", True, True),
-        Resource("Node", "", "v1", "nodes", False, True),
-        Resource("Namespace", "", "v1", "namespaces", False, False),
-        Resource("Service", "", "v1", "services", True, True),
-        Resource("NodeClaim", "karpenter.sh", "v1", "nodeclaims", False, True),
-        Resource("NodePool", "karpenter.sh", "v1", "nodepools", False, True),
-        Resource("EC2NodeClass", "karpenter.k8s.aws", "v1", "ec2nodeclasses", False, True),
-        Resource("KWOKNodeClass", "karpenter.kwok.sh", "v1alpha1", "kwoknodeclasses", False, True),
-        Resource("DaemonSet", "apps", "v1", "daemonsets", True, True),
-        Resource("Deployment", "apps", "v1", "deployments", True, True),
-        Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, True),
-        Resource("Lease", "coordination.k8s.io", "v1", "leases", True, False),
-        Resource("Event", "events.k8s.io", "v1", "events", True, False),
-    )
-}
-_CREATE_DROPS_STATUS = frozenset({"NodeClaim", "NodePool", "EC2NodeClass", "KWOKNodeClass"})
 # The API server's generateName suffix: 5 characters of k8s.io/apimachinery utilrand's alphabet.
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _NAME_SUFFIX = 5
-_NAME_ATTEMPTS = 3
-
-
-def resource(kind: str) -> Resource:
-    try:
-        return RESOURCES[kind]
-    except KeyError:
-        raise errors.Invalid(f"karpy does not know the API resource of kind {kind!r}") from None
+DEFAULT_MAX_IN_FLIGHT = 16  # requests of the port's calls at a time (a batch's concurrency)
+DEFAULT_QPS = ratelimit.DEFAULT_QPS  # the client-side rate limit (upstream's KUBE_CLIENT_QPS)
+DEFAULT_BURST = ratelimit.DEFAULT_BURST  # (KUBE_CLIENT_BURST)
+_EDGE_CONNECTIONS = 64  # connections beyond those: the watches, the Lease, event posts
 
 
 async def load_configuration(
@@ -125,73 +99,6 @@ async def load_configuration(
             pass
     await k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     return cfg
-
-
-class Edge:
-    """The asyncio loop of the Kubernetes edge, on its own daemon thread."""
-
-    def __init__(self, name: str = "karpy-kube") -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._started = False
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    def start(self) -> None:
-        if not self._started:
-            self._started = True
-            self._thread.start()
-
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def call(
-        self,
-        coro: Coroutine[Any, Any, T],
-        timeout: float | None = None,
-        *,
-        interrupt: threading.Event | None = None,
-    ) -> T:
-        """Run ``coro`` on the edge loop and wait for it (from any other thread). With
-        ``interrupt``, the wait ends (the request cancelled, :class:`~.errors.Interrupted` raised)
-        within :data:`INTERRUPT_POLL` s of the event being set, or at once if it already is."""
-        if interrupt is not None and interrupt.is_set():
-            coro.close()
-            raise kerrors.Interrupted("stopping: the call was not made")
-        future = self.submit(coro)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            slice_ = INTERRUPT_POLL if interrupt is not None else None
-            if deadline is not None:
-                left = deadline - time.monotonic()
-                slice_ = left if slice_ is None else min(slice_, left)
-            try:
-                return future.result(None if slice_ is None else max(slice_, 0.0))
-            except concurrent.futures.TimeoutError:
-                if interrupt is not None and interrupt.is_set():
-                    future.cancel()
-                    raise kerrors.Interrupted("stopping: the call's answer is not waited for") from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    future.cancel()
-                    raise kerrors.Unavailable(f"Kubernetes call did not answer within {timeout} s") from None
-
-    def stop(self, timeout: float = 2.0) -> None:
-        """Cancel every task on the edge loop, stop it and join the thread."""
-        if not self._started or not self.loop.is_running():
-            return
-
-        async def shutdown() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        with contextlib.suppress(Exception):
-            self.submit(shutdown()).result(timeout)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(timeout)
 
 
 def answer_error(method: str, path: str, status: int, body: Any) -> errors.KubeError:
@@ -224,10 +131,6 @@ def decode_answer(method: str, path: str, status: int, raw: bytes) -> Any:
     return data
 
 
-def _rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _key(kind: str, obj: Mapping[str, Any]) -> tuple[str, str, str]:
     meta = obj.get("metadata") or {}
     return (kind, str(meta.get("namespace") or ""), str(meta.get("name") or ""))
@@ -251,8 +154,20 @@ class KubeClient:
         on_event: Callable[[], None] | None = None,
         identity: str = "karpy",
         rng: random.Random | None = None,
+        qps: float = DEFAULT_QPS,
+        burst: int = DEFAULT_BURST,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        on_answer: Callable[[], None] | None = None,
     ) -> None:
         self.edge = edge or Edge()
+        self.limiter = ratelimit.TokenBucket(qps, burst)  # used on the edge loop only
+        self.max_in_flight = max(1, int(max_in_flight))
+        self._slots: asyncio.Semaphore | None = None  # made on the edge loop by start()
+        self.in_flight = 0  # requests of the port's calls under way (edge loop)
+        self.peak_in_flight = 0
+        # called on the edge thread whenever a request of a port call ends with an answer or an
+        # error (not when cancelled): progress of the caller's pass (the operator's liveness)
+        self.on_answer = on_answer
         self._rng = rng or random.SystemRandom()  # generateName suffixes
         self.timeout = timeout
         self._kubeconfig = kubeconfig
@@ -275,6 +190,10 @@ class KubeClient:
 
         async def make() -> k8s_client.ApiClient:
             cfg = await load_configuration(kubeconfig=self._kubeconfig, host=self._host)
+            if cfg.connection_pool_maxsize is not None:  # None: no limit
+                wanted = self.max_in_flight + _EDGE_CONNECTIONS
+                cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, wanted)
+            self._slots = asyncio.Semaphore(self.max_in_flight)
             api = k8s_client.ApiClient(configuration=cfg)
             api.user_agent = f"karpy/{self.identity}"
             return api
@@ -330,8 +249,51 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: Any = None,
     ) -> Any:
-        """One API call: the answer's JSON object, or a :mod:`karpy.model.errors` error that
-        names the request and the HTTP status (also for a 2xx answer that is not a JSON object)."""
+        """One API call of the edge itself (Lease, list, event): the answer's JSON object, or a
+        :mod:`karpy.model.errors` error that names the request and the HTTP status (also for a 2xx
+        answer that is not a JSON object). Counted by the rate limit; it never waits for it."""
+        self.limiter.charge()
+        return await self._send(
+            method, path, query=query, body=body, content_type=content_type, timeout=timeout
+        )
+
+    async def _req(
+        self, method: str, path: str, *, body: Any = None, content_type: str = "application/json"
+    ) -> Any:
+        """One request of a port call: waits for a slot (``max_in_flight``) and a token of the rate
+        limit; a write is refused (NotLeader) if this replica stopped leading in the meantime."""
+        if self._slots is None:
+            raise kerrors.Unavailable("Kubernetes client is not started")
+        async with self._slots:
+            await self.limiter.acquire()
+            if method != "GET" and self.write_guard is not None and not self.write_guard():
+                raise kerrors.NotLeader(f"{method} {path}: {self.identity} is not the leader")
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+            try:
+                out = await self._send(method, path, body=body, content_type=content_type)
+            except asyncio.CancelledError:
+                raise  # no answer: the caller stopped waiting
+            except Exception:
+                if self.on_answer is not None:
+                    self.on_answer()
+                raise
+            finally:
+                self.in_flight -= 1
+            if self.on_answer is not None:
+                self.on_answer()
+            return out
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: Any = None,
+    ) -> Any:
         response = await self._open(
             method, path, query=query, body=body, content_type=content_type, timeout=timeout
         )
@@ -354,6 +316,7 @@ class KubeClient:
         """The JSON object lines of a watch response (ends when the server closes or goes quiet);
         ``on_open`` is called once the server answered 2xx."""
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.timeout, sock_read=read_timeout)
+        self.limiter.charge()
         response = await self._open("GET", path, query=query, timeout=timeout)
         try:
             if not 200 <= response.status <= 299:
@@ -414,6 +377,13 @@ class KubeClient:
             self._deliver(event)
         return taken
 
+    def forget_versions(self, kind: str) -> None:
+        """Forget the resourceVersions delivered of ``kind`` (any thread): after the API server's
+        state was reset its versions start over, and events older than ones seen would be dropped."""
+        with self._seen_lock:
+            for key in [k for k in self._seen if k[0] == kind]:
+                del self._seen[key]
+
     def _fresh(self, event: WatchEvent) -> bool:
         """False for an event older than (or the same as) what the callbacks already saw."""
         key = _key(event.kind, event.obj)
@@ -447,8 +417,9 @@ class KubeClient:
             self._deliver(WatchEvent(type_, kind, copy.deepcopy(obj)))
 
     # -- KubeAPI (any thread but the edge's) ---------------------------------------------------
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.edge.call(coro, self.timeout + 5, interrupt=self.stopping)
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        wait = self.timeout + 5 if timeout is None else timeout
+        return self.edge.call(coro, wait, interrupt=self.stopping)
 
     def _guard(self, verb: str, kind: str, name: str) -> None:
         if self.write_guard is not None and not self.write_guard():
@@ -456,23 +427,15 @@ class KubeClient:
 
     def server_version(self) -> str:
         """The API server's ``gitVersion`` (``GET /version``), e.g. ``v1.31.4-eks-1234``."""
-        answer = self._call(self.request("GET", "/version"))
+        answer = self._call(self._req("GET", "/version"))
         return str(answer.get("gitVersion") or "")
 
     def get(self, kind: str, name: str, namespace: str = "") -> RawObject:
-        res = resource(kind)
-        out: RawObject = self._call(self.request("GET", res.path(namespace or "default", name)))
-        return out
+        return self._call(verbs.get(self._req, kind, name, namespace))
 
     def list(self, kind: str, namespace: str | None = None, *, read_only: bool = False) -> list[RawObject]:
         """The objects of a kind (in a namespace); fresh from the response, ``read_only`` or not."""
-        res = resource(kind)
-        data = self._call(self.request("GET", res.path(namespace)))
-        items: list[RawObject] = list(data.get("items") or [])
-        for item in items:
-            item.setdefault("kind", kind)
-            item.setdefault("apiVersion", res.api_version)
-        return items
+        return self._call(verbs.list_(self._req, kind, namespace))
 
     def generated_name(self, prefix: str) -> str:
         """``prefix`` + 5 random characters, as the API server completes a ``generateName``."""
@@ -480,116 +443,102 @@ class KubeClient:
 
     def create(self, obj: RawObject) -> RawObject:
         """POST ``obj``; one with only ``generateName`` is named here (see the module docstring)."""
-        kind = obj["kind"]
-        res = resource(kind)
-        meta = obj.get("metadata") or {}
-        prefix = "" if meta.get("name") else str(meta.get("generateName") or "")
-        self._guard("create", kind, meta.get("name") or prefix)
-        namespace = meta.get("namespace") or ("default" if res.namespaced else None)
-        # A real API server sets creationTimestamp itself (ignoring this one); one that does not
-        # (kmock's stock emulator) would leave it empty, and a NodeClaim "created at 0" is at once
-        # past its launch deadline (lifecycle liveness).
-        stamp = meta.get("creationTimestamp") or _rfc3339(time.time())
-        for attempt in range(1, _NAME_ATTEMPTS + 1):
-            body = dict(obj)
-            body.setdefault("apiVersion", res.api_version)
-            body["metadata"] = {**meta, "creationTimestamp": stamp}
-            if prefix:
-                body["metadata"]["name"] = self.generated_name(prefix)
-            try:
-                out: RawObject = self._call(self.request("POST", res.path(namespace), body=body))
-            except (errors.AlreadyExists, errors.Conflict):
-                if not prefix or attempt == _NAME_ATTEMPTS:
-                    raise
-                continue  # a generated name that is taken: another suffix
-            break
-        if kind in _CREATE_DROPS_STATUS and obj.get("status"):
-            name = out["metadata"]["name"]
-            out = self._call(
-                self.request(
-                    "PATCH",
-                    res.path(namespace, name, "status"),
-                    body={"status": obj["status"]},
-                    content_type="application/merge-patch+json",
-                )
-            )
-        self._echo("ADDED", kind, out)
+        out: RawObject = self._call(self._prepare(KubeOp("create", obj["kind"], body=obj))())
+        self._echo("ADDED", obj["kind"], out)
         return out
 
     def update(self, obj: RawObject) -> RawObject:
-        kind = obj["kind"]
-        res = resource(kind)
-        meta = obj["metadata"]
-        self._guard("update", kind, meta["name"])
-        namespace = meta.get("namespace") or ("default" if res.namespaced else None)
-        body = dict(obj)
-        body.setdefault("apiVersion", res.api_version)
-        out: RawObject = self._call(self.request("PUT", res.path(namespace, meta["name"]), body=body))
-        if res.status and "status" in obj and out.get("status") != obj["status"]:
-            status_body = {**out, "status": obj["status"]}
-            out = self._call(
-                self.request("PUT", res.path(namespace, meta["name"], "status"), body=status_body)
-            )
-        self._echo(self._type_after_write(out), kind, out)
+        op = KubeOp("update", obj["kind"], obj["metadata"]["name"], body=obj)
+        out: RawObject = self._call(self._prepare(op)())
+        self._echo(verbs.echo_type("update", out), obj["kind"], out)
         return out
 
     def patch(self, kind: str, name: str, patch: Mapping[str, Any], namespace: str = "") -> RawObject:
-        res = resource(kind)
-        self._guard("patch", kind, name)
-        ns = namespace or ("default" if res.namespaced else None)
-        main = {k: v for k, v in patch.items() if not (res.status and k == "status")}
-        out: RawObject = {}
-        merge = "application/merge-patch+json"
-        if main or not (res.status and "status" in patch):
-            out = self._call(self.request("PATCH", res.path(ns, name), body=main, content_type=merge))
-        if res.status and "status" in patch:
-            out = self._call(
-                self.request(
-                    "PATCH",
-                    res.path(ns, name, "status"),
-                    body={"status": patch["status"]},
-                    content_type=merge,
-                )
-            )
-        self._echo(self._type_after_write(out), kind, out)
+        out: RawObject = self._call(self._prepare(KubeOp("patch", kind, name, namespace, patch))())
+        self._echo(verbs.echo_type("patch", out), kind, out)
         return out
 
-    @staticmethod
-    def _type_after_write(obj: Mapping[str, Any]) -> str:
-        meta = obj.get("metadata") or {}
-        gone = meta.get("deletionTimestamp") and not meta.get("finalizers")
-        return "DELETED" if gone else "MODIFIED"
-
     def delete(self, kind: str, name: str, namespace: str = "") -> None:
-        res = resource(kind)
-        self._guard("delete", kind, name)
-        ns = namespace or ("default" if res.namespaced else None)
-        out = self._call(self.request("DELETE", res.path(ns, name), body={"propagationPolicy": "Background"}))
-        if isinstance(out, dict) and out.get("metadata", {}).get("finalizers"):
-            self._echo("MODIFIED", kind, out)
-        else:
-            self._echo("DELETED", kind, out)
+        out = self._call(self._prepare(KubeOp("delete", kind, name, namespace))())
+        self._echo(verbs.echo_type("delete", out), kind, out)
 
     def evict(self, name: str, namespace: str, uid: str = "") -> None:
         self._guard("evict", "Pod", name)
-        body: dict[str, Any] = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": name, "namespace": namespace},
-        }
-        if uid:  # only the pod meant: a re-created pod of the same name answers 409
-            body["deleteOptions"] = {"preconditions": {"uid": uid}}
-        self._call(self.request("POST", RESOURCES["Pod"].path(namespace, name, "eviction"), body=body))
+        self._call(verbs.evict(self._req, name, namespace, uid))
 
     def bind(self, name: str, namespace: str, node_name: str) -> None:
         self._guard("bind", "Pod", name)
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node_name},
-        }
-        self._call(self.request("POST", RESOURCES["Pod"].path(namespace, name, "binding"), body=body))
+        self._call(verbs.bind(self._req, name, namespace, node_name))
+
+    # -- batch ---------------------------------------------------------------------------------
+    def _prepare(self, op: KubeOp) -> Callable[[], Coroutine[Any, Any, Any]]:
+        """The coroutine (made when called) of one op, after the checks the synchronous call makes
+        first: a known kind, and (for a write) the leader. A generated name is drawn here, on the
+        caller's thread, so a batch's names follow the order of its ops."""
+        resource(op.kind)
+        body: Any = op.body if op.body is None or isinstance(op.body, dict) else dict(op.body)
+        if op.verb == "get":
+            return lambda: verbs.get(self._req, op.kind, op.name, op.namespace)
+        if op.verb == "create":
+            meta = body.get("metadata") or {}
+            self._guard("create", op.kind, meta.get("name") or str(meta.get("generateName") or ""))
+            first = verbs.first_name(body, self.generated_name)
+            return lambda: verbs.create(self._req, body, name_for=self.generated_name, first=first)
+        self._guard(op.verb, op.kind, op.name)
+        if op.verb == "update":
+            return lambda: verbs.update(self._req, body)
+        if op.verb == "patch":
+            return lambda: verbs.patch(self._req, op.kind, op.name, body or {}, op.namespace)
+        if op.verb == "delete":
+            return lambda: verbs.delete(self._req, op.kind, op.name, op.namespace)
+        raise ValueError(f"batch: unknown verb {op.verb!r}")
+
+    def batch(self, ops: Sequence[KubeOp]) -> builtins.list[RawObject | errors.KubeError]:
+        """The ops run concurrently on the edge loop (at most ``max_in_flight`` requests at a time,
+        each after its token of the rate limit); their answers are echoed to the watch callbacks and
+        returned in the order of ``ops``, each result ({} for a delete) or its KubeError apart."""
+        results: builtins.list[RawObject | errors.KubeError] = [{} for _ in ops]
+        pending: builtins.list[tuple[int, Callable[[], Coroutine[Any, Any, Any]]]] = []
+        for index, op in enumerate(ops):
+            try:
+                pending.append((index, self._prepare(op)))
+            except errors.KubeError as exc:
+                results[index] = exc
+        if not pending:
+            return results
+        # the wait's backstop: every request has its own timeout; an op makes at most 4 in series
+        rounds = math.ceil(len(pending) / self.max_in_flight)
+        wait = (self.timeout + 5) * 4 * rounds
+        if self.limiter.enabled:
+            wait += 4 * len(pending) / self.limiter.qps
+        answers = self._call(self._gather([make for _, make in pending]), wait)
+        for (index, _), answer in zip(pending, answers, strict=True):
+            if isinstance(answer, errors.KubeError):
+                results[index] = answer
+            elif isinstance(answer, Exception):
+                raise answer
+            else:
+                op = ops[index]
+                if echo := verbs.echo_type(op.verb, answer):
+                    self._echo(echo, op.kind, answer)
+                results[index] = {} if op.verb == "delete" else answer
+        return results
+
+    async def _gather(self, makers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> builtins.list[Any]:
+        """Run the coroutines ``max_in_flight`` at a time, started in order; each one's answer or
+        the exception it raised (handed back to the caller's thread)."""
+        answers: builtins.list[Any] = [None] * len(makers)
+        order = iter(range(len(makers)))
+
+        async def worker() -> None:
+            for index in order:
+                try:
+                    answers[index] = await makers[index]()
+                except Exception as exc:
+                    answers[index] = exc
+
+        await asyncio.gather(*(worker() for _ in range(min(self.max_in_flight, len(makers)))))
+        return answers
 
 
 def _conforms(client: KubeClient) -> KubeAPI:
