@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from emulator import EmulatorThread
 from operator_harness import (
     CATALOG,
@@ -29,10 +30,10 @@ from operator_harness import (
 )
 from operator_harness import names as names_of
 
+from karpy import cli
 from karpy import operator as operator_mod
 from karpy.adapters.kube import leader
 from karpy.adapters.kube.client import RESOURCES, KubeClient
-from karpy.cli import operator_cmd
 from karpy.controllers import termination
 from karpy.state.feed import KINDS
 
@@ -128,7 +129,11 @@ def test_an_invalid_nodepool_gets_an_event_and_a_condition_while_a_valid_one_pro
     event = wait_for(warning, what="a FailedValidation event")[0]
     assert event["type"] == "Warning" and event["regarding"]["kind"] == "NodePool"
     conditions = wait_for(lambda: (kubectl.get("NodePool", "broken").get("status") or {}).get("conditions"))
-    assert [(c["type"], c["status"]) for c in conditions] == [("ValidationSucceeded", "False")]
+    assert [(c["type"], c["status"]) for c in conditions] == [
+        ("Ready", "False"),
+        ("ValidationSucceeded", "False"),
+    ]
+    assert next(c for c in conditions if c["type"] == "ValidationSucceeded")["reason"] == "FailedValidation"
 
 
 def test_refuses_to_start_beside_foreign_nodeclaims_or_a_karpenter_deployment(
@@ -297,15 +302,9 @@ def test_sigterm_to_the_cli_command_stops_it_within_5_seconds(
     killer = threading.Thread(target=terminate_when_ready, daemon=True)
     killer.start()
     try:
-        operator_cmd.operator(
-            provider="kwok",
-            catalog=CATALOG,
-            kubeconfig=kubeconfig,
-            metrics_port=_free_port(),
-            health_port=health,
-            leader_elect=False,
-            log_level="info",
-        )
+        args = ["operator", "--provider", "kwok", "--catalog", str(CATALOG), "--kubeconfig", str(kubeconfig)]
+        args += ["--metrics-port", str(_free_port()), "--health-port", str(health), "--log-level", "info"]
+        typer.main.get_command(cli.app).main(args, prog_name="karpy", standalone_mode=False)
         stopped = time.monotonic()
     finally:
         for sig, handler in handlers.items():

@@ -40,6 +40,45 @@ def operator(
     leader_elect: bool = typer.Option(
         False, "--leader-elect/--no-leader-elect", help="Elect a leader on a Lease (run 2+ replicas)."
     ),
+    lease_duration: float = typer.Option(
+        15.0,
+        "--leader-elect-lease-duration",
+        min=1.0,
+        help="Seconds a follower waits before taking an unrenewed Lease.",
+    ),
+    renew_deadline: float = typer.Option(
+        10.0,
+        "--leader-elect-renew-deadline",
+        min=0.5,
+        help="Seconds the leader keeps acting without a renewal.",
+    ),
+    retry_period: float = typer.Option(
+        2.0,
+        "--leader-elect-retry-period",
+        min=0.1,
+        help="Seconds between two reads or renewals of the Lease.",
+    ),
+    liveness_timeout: float = typer.Option(
+        60.0,
+        "--liveness-timeout",
+        min=1.0,
+        help="Seconds without progress of the operator's loop (a loop turn, a controller run, an API call "
+        "answered) before /healthz answers 503.",
+    ),
+    kube_client_qps: float = typer.Option(
+        200.0,
+        "--kube-client-qps",
+        envvar="KUBE_CLIENT_QPS",
+        help="Kubernetes API requests per second the controllers may make (client-side limit, as "
+        "client-go's; 0 or less: no limit). Lease renewals and watches never wait for it.",
+    ),
+    kube_client_burst: int = typer.Option(
+        300,
+        "--kube-client-burst",
+        envvar="KUBE_CLIENT_BURST",
+        min=1,
+        help="Kubernetes API requests the controllers may make at once above --kube-client-qps.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error."),
     cluster_name: str = typer.Option(
         "",
@@ -130,6 +169,12 @@ def operator(
         metrics_port=metrics_port,
         health_port=health_port,
         leader_elect=leader_elect,
+        lease_duration=lease_duration,
+        renew_deadline=renew_deadline,
+        retry_period=retry_period,
+        liveness_timeout=liveness_timeout,
+        kube_client_qps=kube_client_qps,
+        kube_client_burst=kube_client_burst,
         settings=settings,
         aws=aws if provider == "aws" else None,
     )

@@ -37,6 +37,7 @@ requeues each such pod every 10 s); its first pass also triggers for pods alread
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -112,6 +113,19 @@ def select_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Pod]]:
 def _largest(planned: scheduling.PlannedClaim) -> Resources:
     """The claim's largest option and one node: what its launch may add to the pool's usage."""
     return limits.max_capacity(planned.instance_types) + Resources({"nodes": 1})
+
+
+def _created_name(answer: object) -> str:
+    """The ``metadata.name`` of a create's answer ('' when it has none)."""
+    meta = answer.get("metadata") if isinstance(answer, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
+def _shown(answer: object) -> str:
+    """An answer as JSON, cut to 300 characters (for a log line)."""
+    text = json.dumps(answer, sort_keys=True, default=str)
+    return text if len(text) <= 300 else text[:300] + " ..."
 
 
 def _over_limits(pool: NodePool, usage: Resources, planned: scheduling.PlannedClaim) -> list[str]:
@@ -264,14 +278,27 @@ class Provisioner:
                 for pod in claim.pods:
                     self._failed_scheduling(pod, reason, now)
                 continue
+            raw = claims.new_claim_object(claim, pool, reason="provisioned")
             try:
-                created = ctx.kube.create(claims.new_claim_object(claim, pool, reason="provisioned"))
+                created = ctx.kube.create(raw)
             except errors.KubeError as exc:
                 left_out += len(claim.pods)
                 ctx.log.warning("creating a NodeClaim for %s failed: %s", pool.name, exc)
                 continue
-            usage[pool.name] = used + _largest(claim)
-            name = created["metadata"]["name"]
+            usage[pool.name] = used + _largest(claim)  # it may exist even when its answer is unusable
+            name = _created_name(created)
+            if not name:
+                left_out += len(claim.pods)
+                ctx.log.error(
+                    "creating a NodeClaim (generateName %s) for NodePool %s: the API server's answer "
+                    "has no metadata.name, so its %d pods are left out (tried again with the next "
+                    "batch); the answer: %s",
+                    raw["metadata"].get("generateName") or raw["metadata"].get("name"),
+                    pool.name,
+                    len(claim.pods),
+                    _shown(created),
+                )
+                continue
             ctx.cluster.nominate(name, until)
             ctx.metrics.nodeclaims_created.labels(reason="provisioned", nodepool=pool.name).inc()
             ctx.log.info(

@@ -11,20 +11,27 @@
    ``karpy_cache_synced`` gauge and logs the caches still missing;
 3. with ``leader_elect``, run a Lease election on the edge thread; only the leader runs the
    controllers and writes (the kube client refuses writes otherwise); followers keep warm caches;
-4. serve ``/metrics`` (prometheus-client, karpy's registry) and ``/healthz`` ``/readyz``;
+4. serve ``/metrics`` (prometheus-client, karpy's registry), ``/healthz`` (the loop is alive:
+   :mod:`karpy.operator.liveness`) and ``/readyz``;
 5. :meth:`Operator.run` drives the loop on the calling thread until :meth:`Operator.stop`
-   (SIGTERM in the CLI); shutdown releases the Lease and stops within a few seconds.
+   (SIGTERM in the CLI): the pass under way ends at its next API call
+   (:class:`~karpy.adapters.kube.errors.Interrupted`, caught by ``run``); shutdown releases the
+   Lease first (the election stopped, so it cannot take the Lease back; bounded by
+   :data:`RELEASE_TIMEOUT`) and stops within a few seconds.
 
-The cache gate lives in :mod:`karpy.operator.caches`, the log format in :mod:`karpy.operator.logs`
-and the AWS provider's wiring in :mod:`karpy.operator.aws`.
+The cache gate lives in :mod:`karpy.operator.caches`, the log format in :mod:`karpy.operator.logs`,
+the liveness heartbeat in :mod:`karpy.operator.liveness`, the controllers' failure handling in
+:mod:`karpy.operator.guard` and the AWS provider's wiring in :mod:`karpy.operator.aws`.
 
 A bad object (an invalid NodePool) never stops the operator: it gets a ``ValidationSucceeded``
-False condition and a Warning event, and is skipped. A controller that raises is logged and
-retried with backoff. Called by :mod:`karpy.cli.operator_cmd` and the integration tests.
+False condition and a Warning event, and is skipped. A controller that raises is retried with
+backoff (:func:`karpy.operator.guard.guarded`: an outage is one warning line per controller, a bug
+a traceback). Called by :mod:`karpy.cli.operator_cmd` and the integration tests.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import http.server
 import logging
@@ -45,13 +52,14 @@ from karpy.adapters.kube import errors as kube_errors
 from karpy.adapters.kube import events as kube_events
 from karpy.adapters.kube import leader as kube_leader
 from karpy.adapters.kube import watch as kube_watch
-from karpy.controllers import claims
+from karpy.controllers import claims, nodepool_status
 from karpy.controllers.context import Context
-from karpy.controllers.result import PermanentError, TemporaryError
 from karpy.metrics import Metrics
 from karpy.model import errors
 from karpy.operator import aws as operator_aws
+from karpy.operator import guard
 from karpy.operator.caches import CacheGate
+from karpy.operator.liveness import LIVENESS_TIMEOUT, Heartbeat
 from karpy.ports import CloudProvider, Event, WatchEvent
 from karpy.providers.aws.config import AWSSettings
 from karpy.providers.aws.stack import AWSStack
@@ -69,6 +77,8 @@ MANAGED_BY_ANNOTATION = claims.MANAGED_BY_ANNOTATION
 MANAGED_BY_VALUE = claims.MANAGED_BY_VALUE
 VALIDATION_CONDITION = "ValidationSucceeded"
 _VALIDATED_KINDS = frozenset({"NodePool", "EC2NodeClass", "KWOKNodeClass"})
+RELEASE_TIMEOUT = 3.5  # shutdown: the most the Lease release waits (SIGTERM to exit stays < 5 s)
+ELECTION_TASK = "leader-election"  # the elector's task on the edge loop (LeaderElector.start)
 
 log = logging.getLogger("karpy.operator")
 
@@ -87,6 +97,10 @@ class OperatorConfig:
     health_port: int | None = 8081
     bind_address: str = "0.0.0.0"
     leader_elect: bool = False
+    liveness_timeout: float = LIVENESS_TIMEOUT  # /healthz: 503 after this long without progress
+    kube_client_qps: float = kube_client.DEFAULT_QPS  # client-side rate limit (<= 0: none)
+    kube_client_burst: int = kube_client.DEFAULT_BURST
+    kube_client_max_in_flight: int = kube_client.DEFAULT_MAX_IN_FLIGHT  # 1: the port's calls one by one
     identity: str = field(default_factory=lambda: os.environ.get("POD_NAME") or socket.gethostname())
     lease_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE") or "karpy-system")
     lease_name: str = "karpy-leader-election"
@@ -141,7 +155,7 @@ class _HealthHandler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         if self.path.startswith("/healthz"):
-            ok, text = self.operator.healthy(), "ok"
+            ok, text = self.operator.liveness()
         elif self.path.startswith("/readyz"):
             ok, text = self.operator.readiness()
         else:
@@ -168,7 +182,7 @@ class Operator:
         self.aws: AWSStack | None = None
         self._stop = threading.Event()
         self._idle = threading.Event()
-        self._heartbeat = time.monotonic()
+        self.heartbeat = Heartbeat(config.liveness_timeout)
         self._servers: list[http.server.HTTPServer] = []
         self._elector_factory = elector_factory or kube_leader.LeaderElector
         self.elector: kube_leader.LeaderElector | None = None
@@ -176,7 +190,14 @@ class Operator:
         self.caches = CacheGate(config.provider, metrics=self.metrics)
         self.loop = RealtimeLoop(max_wait=1.0)
         self.kube = kube_client.KubeClient(
-            kubeconfig=config.kubeconfig, host=config.host, on_event=self._wake, identity=config.identity
+            on_answer=self.heartbeat.beat,  # every request of a port call answered is progress
+            kubeconfig=config.kubeconfig,
+            host=config.host,
+            on_event=self._wake,
+            identity=config.identity,
+            qps=config.kube_client_qps,
+            burst=config.kube_client_burst,
+            max_in_flight=config.kube_client_max_in_flight,
         )
         self.watchers: list[kube_watch.Watcher] = []
         self.problems: list[str] = []
@@ -197,16 +218,23 @@ class Operator:
         return self.caches.unsynced()
 
     def ready(self) -> bool:
-        return self.started and not self.unsynced()
+        """The controllers may run: started, and every required cache listed once (a watch that
+        fails later keeps the gate open: the controllers work on from the cache they have)."""
+        return self.started and self.caches.gate_open()
 
     def readiness(self) -> tuple[bool, str]:
-        """``/readyz``: 200 once the required caches synced (the body names optional ones not synced)."""
+        """``/readyz``: 200 while every required cache is listed and watching (the body names what
+        is missing or failing, and optional caches not synced)."""
         if not self.started:
             return False, "starting"
         return self.caches.readiness()
 
+    def liveness(self) -> tuple[bool, str]:
+        """``/healthz``: the loop is alive (see :mod:`karpy.operator.liveness`); the text says why not."""
+        return self.heartbeat.check() if self.started else (True, "ok")
+
     def healthy(self) -> bool:
-        return not self.started or time.monotonic() - self._heartbeat < 60.0
+        return self.liveness()[0]
 
     # -- start ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -264,6 +292,7 @@ class Operator:
         if self.aws is not None:
             self.aws.start()
         self.started = True
+        self.heartbeat.beat()
         log.info(
             "karpy operator %s started (provider %s, catalog %s, leader election %s)",
             cfg.identity,
@@ -316,28 +345,7 @@ class Operator:
         self._wake()
 
     def _guarded(self, name: str, fn: Callable[[], float | None]) -> Callable[[], float | None]:
-        failures = [0]
-
-        def run() -> float | None:
-            try:
-                again = fn()
-            except kube_errors.NotLeader:
-                return 1.0
-            except TemporaryError as exc:
-                log.warning("controller %s: %s (retry in %.1f s)", name, exc, exc.delay)
-                return exc.delay
-            except PermanentError as exc:
-                log.error("controller %s: %s", name, exc)
-                return None
-            except Exception:
-                failures[0] += 1
-                delay = float(min(60.0, 0.5 * 2.0 ** min(failures[0], 7)))
-                log.exception("controller %s failed; retrying in %.1f s", name, delay)
-                return delay
-            failures[0] = 0
-            return again
-
-        return run
+        return guard.guarded(name, fn, beat=self.heartbeat.beat)
 
     def _on_problem(self, text: str, event: WatchEvent) -> None:
         """An object that does not validate: condition + Warning event, then skipped."""
@@ -348,25 +356,28 @@ class Operator:
         meta = event.obj.get("metadata") or {}
         name = str(meta.get("name") or "")
         self.events.record(Event(self.loop.now, event.kind, name, "", "FailedValidation", text, "Warning"))
-        conditions = list((event.obj.get("status") or {}).get("conditions") or [])
-        for cond in conditions:
-            if (
-                cond.get("type") == VALIDATION_CONDITION
-                and cond.get("status") == "False"
-                and (cond.get("message") == text[:1024])
-            ):
-                return
-        conditions = [c for c in conditions if c.get("type") != VALIDATION_CONDITION]
-        conditions.append(
-            {
-                "type": VALIDATION_CONDITION,
-                "status": "False",
-                "reason": "FailedValidation",
-                "message": text[:1024],
-                "lastTransitionTime": kube_leader.micro_time(time.time())[:19] + "Z",
-                "observedGeneration": int(meta.get("generation") or 0),
-            }
-        )
+        existing = list((event.obj.get("status") or {}).get("conditions") or [])
+        generation = int(meta.get("generation") or 0)
+        if event.kind == "NodePool":  # ValidationSucceeded and Ready False, NodeClassReady kept
+            conditions = nodepool_status.failed_validation_conditions(
+                existing, text, generation=generation, now=time.time()
+            )
+        else:
+            conditions = [c for c in existing if c.get("type") != VALIDATION_CONDITION]
+            before: dict[str, Any] = next((c for c in existing if c.get("type") == VALIDATION_CONDITION), {})
+            since = before.get("lastTransitionTime") if before.get("status") == "False" else None
+            conditions.append(
+                {
+                    "type": VALIDATION_CONDITION,
+                    "status": "False",
+                    "reason": "FailedValidation",
+                    "message": text[:1024],
+                    "lastTransitionTime": since or kube_leader.micro_time(time.time())[:19] + "Z",
+                    "observedGeneration": generation,
+                }
+            )
+        if [dict(c) for c in conditions] == [dict(c) for c in existing if isinstance(c, dict)]:
+            return  # written already (the same problem)
         with contextlib.suppress(errors.KubeError):
             self.kube.patch(event.kind, name, {"status": {"conditions": conditions}})
 
@@ -389,21 +400,20 @@ class Operator:
     # -- run / stop ----------------------------------------------------------------------------
     def run(self) -> None:
         """Drive the loop on this thread until :meth:`stop`; then shut down."""
+        self.heartbeat.thread = threading.current_thread()
         try:
             while not self._stop.is_set():
-                self._heartbeat = time.monotonic()
+                self.heartbeat.beat()
                 ready = self.ready()  # before dispatch: a list that made a kind synced is delivered first
                 self.kube.dispatch()
                 self.caches.report()
                 if ready and self.is_leader():
-                    try:
-                        self.loop.step()
-                    except kube_errors.Interrupted:
-                        log.info("stopping: the controllers' pass was interrupted at an API call")
-                        break
+                    self.loop.step()
                 else:
                     self._idle.wait(0.5)
                     self._idle.clear()
+        except kube_errors.Interrupted:  # stop(): a pass (or an invalid object's patch) cut short
+            log.info("stopping: the controllers' pass was interrupted at an API call")
         finally:
             self.shutdown()
 
@@ -415,15 +425,46 @@ class Operator:
         self._wake()
 
     def shutdown(self) -> None:
+        """The Lease first (the other replica takes over at once), then the rest; every step is
+        bounded, so this returns within a few seconds even on a slow API server. The HTTP servers
+        stop meanwhile (each ``shutdown()`` waits up to half a second for its serving loop)."""
+        servers, self._servers = self._servers, []
+        closing = [
+            threading.Thread(target=_close_server, args=(server,), name="karpy-close", daemon=True)
+            for server in servers
+        ]
+        for thread in closing:
+            thread.start()
+        if self.elector is not None and self.kube.edge.loop.is_running():
+            try:
+                self.kube.edge.call(release_lease(self.elector), RELEASE_TIMEOUT)
+            except Exception as exc:  # Unavailable: the server did not answer in time
+                log.warning("releasing the Lease: %s (it expires on its own)", exc)
         if self.aws is not None:
             self.aws.stop()
-        if self.elector is not None and self.kube.edge.loop.is_running():
-            with contextlib.suppress(Exception):
-                self.kube.edge.call(self.elector.release(), 1.5)
-        for server in self._servers:
-            with contextlib.suppress(Exception):
-                server.shutdown()
-                server.server_close()
-        self._servers.clear()
+        for thread in closing:
+            thread.join(1.0)
         self.kube.close()
         log.info("karpy operator %s stopped", self.config.identity)
+
+
+def _close_server(server: http.server.HTTPServer) -> None:
+    with contextlib.suppress(Exception):
+        server.shutdown()
+        server.server_close()
+
+
+async def release_lease(elector: kube_leader.LeaderElector) -> None:
+    """Stop the election (else its next round takes the released Lease back), read the Lease
+    fresh (a renewal cut short may have changed its resourceVersion) and release it if ours."""
+    current = asyncio.current_task()
+    for task in asyncio.all_tasks():
+        if task is not current and task.get_name() == ELECTION_TASK:
+            task.cancel()
+            await asyncio.wait([task])  # its end, whatever it raised (our own cancellation raises)
+    try:
+        await elector.observe()
+    except errors.KubeError as exc:
+        log.info("%s: reading the Lease before releasing it: %s", elector.identity, exc)
+    if ((elector.observed or {}).get("spec") or {}).get("holderIdentity") == elector.identity:
+        await elector.release()
