@@ -89,16 +89,16 @@ def test_launch_register_initialize() -> None:
         "Registered",
         "Initialized",
     ]
-    assert claim.provider_id == "kwok://default-1-1"
-    assert claim.node_name == "default-1-1"
+    assert claim.provider_id == "kwok://default-1"
+    assert claim.node_name == "default-1"
     assert claim.labels[wk.INSTANCE_TYPE] == "small"
     assert claim.labels[wk.ZONE] == "test-zone-1"
     assert claim.labels[wk.CAPACITY_TYPE] == "spot"
     assert claim.capacity == SMALL.capacity
     assert claim.allocatable == SMALL.allocatable
 
-    node = world.cluster.nodes["default-1-1"]
-    assert FINALIZER in raw(world, "Node", "default-1-1")["metadata"]["finalizers"]
+    node = world.cluster.nodes["default-1"]
+    assert FINALIZER in raw(world, "Node", "default-1")["metadata"]["finalizers"]
     assert node.labels[wk.REGISTERED] == "true"
     assert node.labels[wk.INITIALIZED] == "true"
     assert node.labels[wk.NODEPOOL] == "default"
@@ -256,7 +256,7 @@ def test_a_claim_gone_and_made_again_under_its_name_is_taken_from_the_start() ->
     world.kube.delete("NodeClaim", "default-1")
     assert "default-1" not in world.cluster.claims
     lifecycle.reconcile()  # sees it gone
-    world.kube.delete("Node", "default-1-1")
+    world.kube.delete("Node", "default-1")
     world.apply(raw_claim())
     lifecycle.reconcile()
     assert FINALIZER in raw(world, "NodeClaim", "default-1")["metadata"]["finalizers"]
@@ -377,8 +377,8 @@ def test_instances_without_a_claim_are_garbage_collected() -> None:
     kwok.create(orphan)  # launched, but its NodeClaim was never written
     world.apply(raw_claim())
     world.loop.run_for(GC_INTERVAL + 1)
-    assert [c.name for c in kwok.delete_calls] == ["orphan-1"]
-    assert sorted(world.cluster.nodes) == ["default-1-2"]
+    assert [c.name for c in kwok.delete_calls] == ["orphan"]
+    assert sorted(world.cluster.nodes) == ["default-1"]
     assert not world.cluster.claims["default-1"].deleting
 
 

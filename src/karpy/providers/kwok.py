@@ -2,11 +2,27 @@
 
 Karpenter's ``kwok/cloudprovider`` for the simulator and kwok clusters. ``create`` picks the
 cheapest compatible available offering with :func:`karpy.core.scheduling.launch.choose`
-(skipping offerings in the 3-minute unavailable-offerings cache), writes a Node named
-``<claim>-<n>`` with providerID ``kwok://<node>``, the launch labels, the
+(skipping offerings in the 3-minute unavailable-offerings cache), writes a Node named after the
+NodeClaim (its name alone) with providerID ``kwok://<node>``, the launch labels, the
 ``karpenter.sh/unregistered:NoExecute`` taint plus the claim's taints and startup taints,
 and the type's capacity; with a loop and a registration delay (constructor default, or the
 KWOKNodeClass's ``nodeRegistrationDelay``) the Node appears only ``delay`` seconds later.
+
+A launch is idempotent per NodeClaim, so a relaunch (after a crash, or after the claim's status
+write failed) adopts the instance instead of making a second one: when the Node of that name
+exists already (the create answers AlreadyExists; with a registration delay, a GET first) and
+its providerID is ``kwok://<node>``, it is the launched instance and the claim is hydrated from
+it (its type, zone, capacity); a Node of that name that is terminating, or that is someone
+else's, is a :class:`~karpy.model.errors.CloudError` (the lifecycle retries with backoff). A
+relaunch while the delayed Node is still to appear returns the same instance. A delayed Node
+whose write fails (an outage) stays pending and is written again with backoff.
+
+``create_batch`` (:class:`~karpy.ports.BatchLauncher`) launches several claims as ``create``
+would one after the other (the same choices, in order), but reads each NodePool once and writes
+the Nodes in one :meth:`~karpy.ports.KubeAPI.batch`, which the operator's kube client sends
+concurrently: the launch rate is then bounded by the API server, not by two round trips per
+claim in series. A Node write answered AlreadyExists adopts as above; any other failed write is
+raised after the batch (the lifecycle retries the pass, and the Nodes written meanwhile are adopted).
 ``delete`` deletes the Node and forgets the instance; a later ``delete`` raises
 ``NodeClaimNotFound`` (so termination completes). ``get``/``list`` read the ``kwok://``
 Nodes (plus instances whose Node is still to appear). ``ice`` injects insufficient capacity
@@ -18,7 +34,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from karpy.api import encode
@@ -30,7 +48,7 @@ from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.model.objects import Condition, Node, NodeClaim, NodePool
 from karpy.model.requirements import Requirements
 from karpy.model.taints import NO_EXECUTE, Taint
-from karpy.ports import Clock, CloudProvider, KubeAPI
+from karpy.ports import BatchLauncher, Clock, CloudProvider, KubeAPI, KubeOp
 
 __all__ = ["KWOK_LABEL", "PROVIDER_PREFIX", "UNAVAILABLE_TTL", "UNREGISTERED_TAINT", "KwokCloudProvider"]
 
@@ -38,6 +56,9 @@ PROVIDER_PREFIX = "kwok://"
 KWOK_LABEL = "kwok.x-k8s.io/node"
 UNREGISTERED_TAINT = Taint("karpenter.sh/unregistered", NO_EXECUTE)
 UNAVAILABLE_TTL = 180.0  # upstream's unavailable-offerings cache: 3 minutes
+REGISTER_RETRY_MIN, REGISTER_RETRY_MAX = 1.0, 30.0  # a delayed Node write that failed is retried
+
+log = logging.getLogger("karpy.kwok")
 
 OfferingKey = tuple[str, str, str]  # (instance type, zone, capacity type)
 TypesFor = Callable[[NodePool, NodeClass | None], tuple[InstanceType, ...]]
@@ -49,6 +70,15 @@ class Scheduler(Protocol):
     def call_later(
         self, delay: float, fn: Callable[[], object], *, name: str = ..., priority: int = ...
     ) -> object: ...
+
+
+@dataclass
+class _Batch:
+    """A ``create_batch`` under way: the NodePools read (by name) and the Node writes held back."""
+
+    pools: dict[str, NodePool] = field(default_factory=dict)
+    writes: list[tuple[int, NodeClaim, Node]] = field(default_factory=list)  # (claim index, claim, Node)
+    index: int = 0  # the claim being planned
 
 
 class KwokCloudProvider:
@@ -75,11 +105,13 @@ class KwokCloudProvider:
         self._ids = itertools.count(1)
         self._pending: dict[str, NodeClaim] = {}  # provider id -> hydrated claim, Node not written yet
         self._terminated: set[str] = set()  # provider ids deleted while their Node lingers (finalizers)
+        self._failing: set[str] = set()  # provider ids whose delayed Node write failed (retried)
         # Node name -> (resourceVersion, the instance it stands for): list() re-reads every Node
         self._parsed: dict[str, tuple[str, NodeClaim | None]] = {}
         self._types_cache: dict[str, tuple[NodePool, NodeClass | None, tuple[InstanceType, ...]]] = {}
         self.create_calls: list[NodeClaim] = []
         self.delete_calls: list[NodeClaim] = []
+        self._batch: _Batch | None = None  # set while create_batch plans its claims
 
     # -- unavailable offerings -----------------------------------------------------------
     def mark_unavailable(self, instance_type: str, zone: str, capacity_type: str) -> None:
@@ -121,12 +153,18 @@ class KwokCloudProvider:
         return obj if isinstance(obj, EC2NodeClass | KWOKNodeClass) else None
 
     def _pool_for(self, claim: NodeClaim) -> NodePool:
+        batch = self._batch
+        if batch is not None and claim.node_pool in batch.pools:
+            return batch.pools[claim.node_pool]
+        pool = NodePool(name=claim.node_pool, node_class_ref=claim.node_class_ref)
         if claim.node_pool:
             try:
-                return api_load.convert_node_pool(self._kube.get("NodePool", claim.node_pool))
+                pool = api_load.convert_node_pool(self._kube.get("NodePool", claim.node_pool))
             except (errors.NotFound, errors.InputError):
-                pass
-        return NodePool(name=claim.node_pool, node_class_ref=claim.node_class_ref)
+                return pool  # (not remembered: another claim may carry another node class ref)
+        if batch is not None:
+            batch.pools[claim.node_pool] = pool
+        return pool
 
     # -- CloudProvider -------------------------------------------------------------------
     def create(self, claim: NodeClaim) -> NodeClaim:
@@ -145,8 +183,10 @@ class KwokCloudProvider:
                 f"insufficient capacity for {it.name} in {offering.zone} ({offering.capacity_type})",
                 offerings=(key,),
             )
-        node_name = f"{claim.name or 'nodeclaim'}-{next(self._ids)}"
+        node_name = claim.name or f"nodeclaim-{next(self._ids)}"
         provider_id = PROVIDER_PREFIX + node_name
+        if provider_id in self._pending:  # launched already, its Node still to appear
+            return self._pending[provider_id]
         launch_labels = {
             **node_labels(
                 reqs,
@@ -181,15 +221,109 @@ class KwokCloudProvider:
         if isinstance(node_class, KWOKNodeClass) and node_class.node_registration_delay > 0:
             delay = node_class.node_registration_delay
         if self._loop is not None and delay > 0:
+            try:
+                existing = self._kube.get("Node", node_name)
+            except errors.NotFound:
+                pass
+            else:
+                return self._adopt(claim, existing)
             self._pending[provider_id] = hydrated
+            self._terminated.discard(provider_id)
             self._loop.call_later(delay, lambda: self._register(provider_id, node), name=f"kwok:{node_name}")
-        else:
-            self._write(node)
+            return hydrated
+        if self._batch is not None:  # written with the batch's other Nodes
+            self._batch.writes.append((self._batch.index, claim, node))
+            return hydrated
+        try:
+            self._kube.create(encode.node(node))
+        except errors.AlreadyExists:
+            return self._adopt(claim, self._kube.get("Node", node_name))
+        self._terminated.discard(provider_id)
         return hydrated
 
-    def _register(self, provider_id: str, node: Node) -> None:
-        if self._pending.pop(provider_id, None) is not None:
+    def create_batch(self, claims: Sequence[NodeClaim]) -> list[NodeClaim | errors.CloudError]:
+        """Launch ``claims`` (see the module docstring): each one's hydrated claim or CloudError,
+        in order. A Kubernetes error while planning is raised at once, nothing written; one of a
+        Node write after the batch's other answers are taken."""
+        batch = self._batch = _Batch()
+        results: list[NodeClaim | errors.CloudError] = []
+        try:
+            for index, claim in enumerate(claims):
+                batch.index = index
+                try:
+                    results.append(self.create(claim))  # (a subclass's create too: the simulator's)
+                except errors.CloudError as exc:
+                    results.append(exc)
+        finally:
+            self._batch = None
+        if not batch.writes:
+            return results
+        answers = self._kube.batch(
+            [KubeOp("create", "Node", body=encode.node(n)) for _, _, n in batch.writes]
+        )
+        failed: errors.KubeError | None = None
+        for (index, claim, node), answer in zip(batch.writes, answers, strict=True):
+            if isinstance(answer, errors.AlreadyExists):
+                try:
+                    results[index] = self._adopt(claim, self._kube.get("Node", node.name))
+                except errors.CloudError as exc:
+                    results[index] = exc
+            elif isinstance(answer, errors.KubeError):
+                failed = failed or answer
+            else:
+                self._terminated.discard(node.provider_id)
+        if failed is not None:
+            raise failed
+        return results
+
+    def _adopt(self, claim: NodeClaim, raw: dict[str, Any]) -> NodeClaim:
+        """``claim`` hydrated from the existing Node named after it, when that Node is its instance."""
+        name = str((raw.get("metadata") or {}).get("name") or "")
+        expected = PROVIDER_PREFIX + name
+        found = _from_node(raw)
+        if found is None or found.provider_id != expected:
+            other = (raw.get("spec") or {}).get("providerID") or "none"
+            raise errors.CloudError(
+                f"NodeClaim {claim.name}: a Node named {name} exists with providerID {other}, "
+                f"not {expected}: it is not this claim's instance"
+            )
+        if found.deleting or expected in self._terminated:
+            raise errors.CloudError(
+                f"NodeClaim {claim.name}: Node {name} (its previous instance) is terminating"
+            )
+        return dataclasses.replace(
+            claim,
+            provider_id=expected,
+            labels=found.labels,
+            capacity=found.capacity,
+            allocatable=found.allocatable,
+        )
+
+    def _register(self, provider_id: str, node: Node, attempt: int = 0) -> None:
+        """Write the delayed Node; a failed write (the API server unreachable) is retried with
+        backoff, the instance still pending (one warning line per failure streak, not per Node)."""
+        hydrated = self._pending.pop(provider_id, None)
+        if hydrated is None:
+            return  # deleted before it registered
+        try:
             self._write(node)
+        except errors.KubeError as exc:
+            self._pending[provider_id] = hydrated
+            delay = min(REGISTER_RETRY_MAX, REGISTER_RETRY_MIN * 2.0**attempt)
+            if not self._failing:
+                log.warning("kwok: writing Node %s failed: %s; retrying in %.1f s", node.name, exc, delay)
+            else:
+                log.debug("kwok: writing Node %s failed again: %s; retrying in %.1f s", node.name, exc, delay)
+            self._failing.add(provider_id)
+            assert self._loop is not None
+            self._loop.call_later(
+                delay, lambda: self._register(provider_id, node, attempt + 1), name=f"kwok:{node.name}"
+            )
+            return
+        if provider_id in self._failing:
+            self._failing.discard(provider_id)
+            if not self._failing:
+                log.info("kwok: writing Nodes works again (Node %s written)", node.name)
 
     def _write(self, node: Node) -> None:
         with contextlib.suppress(errors.AlreadyExists):
@@ -201,6 +335,7 @@ class KwokCloudProvider:
         if not provider_id.startswith(PROVIDER_PREFIX) or provider_id in self._terminated:
             raise errors.NodeClaimNotFound(f"instance {provider_id or claim.name!r} not found")
         if self._pending.pop(provider_id, None) is not None:
+            self._failing.discard(provider_id)
             return
         try:
             self._kube.delete("Node", provider_id[len(PROVIDER_PREFIX) :])
@@ -279,4 +414,8 @@ def _dedupe(taints: tuple[Taint, ...]) -> tuple[Taint, ...]:
 
 def _conforms(provider: KwokCloudProvider) -> CloudProvider:
     """mypy checks here that the kwok provider satisfies the port."""
+    return provider
+
+
+def _batches(provider: KwokCloudProvider) -> BatchLauncher:
     return provider
