@@ -39,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "adapters"))
 
 from emulator import EmulatorThread  # noqa: E402
+from fault_harness import launched_claims  # noqa: E402
 from operator_harness import CATALOG, NODE_CLASS, node_pool  # noqa: E402
 from proxy import FaultProxy  # noqa: E402
 
@@ -51,40 +52,18 @@ HAS_BATCH = "kube_client_max_in_flight" in operator_mod.OperatorConfig.__datacla
 
 
 def claims(count: int, pool: dict[str, Any]) -> list[dict[str, Any]]:
-    """``count`` NodeClaims of ``pool`` as the provisioner creates them (not launched)."""
+    """``count`` NodeClaims of ``pool`` as the provisioner creates them (not launched), with the
+    NodePool hash stamped (so the lifecycle's first step is the finalizer read alone)."""
     name = pool["metadata"]["name"]
     hashed = drift.pool_hash(api_load.convert_node_pool(pool))
-    return [
-        {
-            "apiVersion": "karpenter.sh/v1",
-            "kind": "NodeClaim",
-            "metadata": {
-                "name": f"{name}-{i:05d}",
-                "labels": {"karpenter.sh/nodepool": name, "karpenter.kwok.sh/kwoknodeclass": "default"},
-                "annotations": {
-                    "karpy.sh/managed-by": "karpy",
-                    "karpy.sh/creation-reason": "provisioned",
-                    drift.HASH_ANNOTATION: hashed,
-                    drift.HASH_VERSION_ANNOTATION: drift.HASH_VERSION,
-                },
-                "finalizers": ["karpenter.sh/termination"],
-            },
-            "spec": {
-                "requirements": [
-                    {"key": "karpenter.sh/nodepool", "operator": "In", "values": [name]},
-                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand"]},
-                    {
-                        "key": "node.kubernetes.io/instance-type",
-                        "operator": "In",
-                        "values": ["small-instance-type"],
-                    },
-                ],
-                "resources": {"requests": {"cpu": "1", "memory": "1Gi", "pods": "1"}},
-                "nodeClassRef": {"group": "karpenter.kwok.sh", "kind": "KWOKNodeClass", "name": "default"},
-            },
+    out = launched_claims(count, pool=name, prefix=name)
+    for claim in out:
+        claim["metadata"]["labels"]["karpenter.kwok.sh/kwoknodeclass"] = "default"
+        claim["metadata"]["annotations"] |= {
+            drift.HASH_ANNOTATION: hashed,
+            drift.HASH_VERSION_ANNOTATION: drift.HASH_VERSION,
         }
-        for i in range(count)
-    ]
+    return out
 
 
 class Tally:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -114,3 +116,12 @@ def writers(emu: EmulatorThread) -> set[str]:
 
 def names(kube: KubeClient, kind: str) -> list[str]:
     return sorted(o["metadata"]["name"] for o in kube.list(kind))
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """A GET's status and body (an HTTP error's too)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()

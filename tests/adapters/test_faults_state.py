@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from emulator import EmulatorThread
-from operator_harness import NODE_CLASS, RunningOperator, node_pool, pending_pod, wait_for
+from operator_harness import NODE_CLASS, RunningOperator, http_get, node_pool, pending_pod, wait_for
 from operator_harness import names as names_of
 
 from karpy import operator as operator_mod
@@ -21,14 +19,6 @@ from karpy.adapters.kube.client import KubeClient
 from karpy.metrics import Metrics
 
 POOL_LABEL = "karpenter.sh/nodepool"
-
-
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def _pools_of_claims(kubectl: KubeClient) -> list[str]:
@@ -132,17 +122,17 @@ def test_readyz_fails_naming_a_required_cache_while_it_is_not_watching(
     kubectl.create(node_pool())
     op = operators(emu).op
     readyz = f"http://127.0.0.1:{op.health_port}/readyz"
-    wait_for(lambda: _get(readyz) == (200, "ok"), what="ready")
+    wait_for(lambda: http_get(readyz) == (200, "ok"), what="ready")
 
     emu.call(emu.emulator.fail("Pod", 500))
     failing = (503, "not watching (list/watch failing): Pod")
-    wait_for(lambda: _get(readyz) == failing, timeout=5, what="/readyz naming Pod")
+    wait_for(lambda: http_get(readyz) == failing, timeout=5, what="/readyz naming Pod")
     assert op.metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 0.0
     assert op.metrics.value("karpy_cache_synced", {"kind": "Node"}) == 1.0
     assert op.caches.gate_open()  # listed once: the loop's gate does not close on an outage
 
     emu.run(lambda: emu.emulator.heal("Pod"))
-    wait_for(lambda: _get(readyz) == (200, "ok"), timeout=10, what="/readyz back")
+    wait_for(lambda: http_get(readyz) == (200, "ok"), timeout=10, what="/readyz back")
     assert op.metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 1.0
 
     emu.call(emu.emulator.fail("Namespace", 500))
@@ -151,7 +141,7 @@ def test_readyz_fails_naming_a_required_cache_while_it_is_not_watching(
         timeout=5,
         what="the Namespace gauge 0",
     )
-    assert _get(readyz) == (200, "ok")
+    assert http_get(readyz) == (200, "ok")
     emu.run(emu.emulator.heal)
 
 

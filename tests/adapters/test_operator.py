@@ -10,8 +10,6 @@ import signal
 import socket
 import threading
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,7 @@ from operator_harness import (
     CATALOG,
     NODE_CLASS,
     RunningOperator,
+    http_get,
     node_pool,
     pending_pod,
     wait_for,
@@ -53,14 +52,6 @@ def running(emu: EmulatorThread, kubectl: KubeClient) -> Any:
         op.stop()
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def test_pending_pod_claim_node_bind_then_delete_claim_drains_through_the_pdb(
     emu: EmulatorThread, kubectl: KubeClient, running: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,8 +61,8 @@ def test_pending_pod_claim_node_bind_then_delete_claim_drains_through_the_pdb(
     monkeypatch.setattr(termination, "BACKOFF_MAX", 0.5)
     op = running().op
     wait_for(op.ready, what="caches synced")
-    assert _get(f"http://127.0.0.1:{op.health_port}/readyz")[0] == 200
-    assert _get(f"http://127.0.0.1:{op.health_port}/healthz")[0] == 200
+    assert http_get(f"http://127.0.0.1:{op.health_port}/readyz")[0] == 200
+    assert http_get(f"http://127.0.0.1:{op.health_port}/healthz")[0] == 200
     kubectl.create(pending_pod())
     claim = wait_for(lambda: names_of(kubectl, "NodeClaim"), what="a NodeClaim")[0]
     node = wait_for(lambda: names_of(kubectl, "Node"), what="the kwok Node")[0]
@@ -104,7 +95,7 @@ def test_pending_pod_claim_node_bind_then_delete_claim_drains_through_the_pdb(
     wait_for(lambda: ("default", "web-1", 201) in emu.emulator.evictions, what="the eviction allowed")
     wait_for(lambda: not names_of(kubectl, "Node"), what="the Node removed")
     wait_for(lambda: not names_of(kubectl, "NodeClaim"), what="the NodeClaim removed")
-    status, body = _get(f"http://127.0.0.1:{op.metrics_port}/metrics")
+    status, body = http_get(f"http://127.0.0.1:{op.metrics_port}/metrics")
     assert status == 200 and "karpy_nodeclaims_created_total" in body
 
 
@@ -319,7 +310,7 @@ def test_sigterm_to_the_cli_command_stops_it_within_5_seconds(
 
 def _ready(port: int) -> bool:
     try:
-        return _get(f"http://127.0.0.1:{port}/readyz")[0] == 200
+        return http_get(f"http://127.0.0.1:{port}/readyz")[0] == 200
     except OSError:
         return False
 
@@ -334,7 +325,7 @@ def test_over_the_extended_emulator_every_cache_syncs_and_readyz_says_ok(
     """Issue 27 changed nothing here: Namespace is served, so every cache syncs and nothing warns."""
     caplog.set_level(logging.INFO, logger="karpy")
     op = running().op
-    wait_for(lambda: _get(f"http://127.0.0.1:{op.health_port}/readyz") == (200, "ok"), what="readyz ok")
+    wait_for(lambda: http_get(f"http://127.0.0.1:{op.health_port}/readyz") == (200, "ok"), what="readyz ok")
     assert _cache_gauge(op) == {kind: 1.0 for kind in KINDS}
     kubectl.create(pending_pod())
     wait_for(lambda: names_of(kubectl, "NodeClaim"), what="a NodeClaim")
@@ -356,12 +347,12 @@ def test_a_required_kind_not_served_holds_readyz_an_optional_one_does_not(
         op = ops[0].op
         readyz = f"http://127.0.0.1:{op.health_port}/readyz"
         waiting = (503, "waiting for caches: KWOKNodeClass; not served (HTTP 404): KWOKNodeClass")
-        wait_for(lambda: _get(readyz) == waiting, what="readyz naming the required kind not served")
+        wait_for(lambda: http_get(readyz) == waiting, what="readyz naming the required kind not served")
         assert not op.ready()
         assert op.metrics.value("karpy_cache_synced", {"kind": "KWOKNodeClass"}) == 0.0
         assert op.metrics.value("karpy_cache_synced", {"kind": "Pod"}) == 1.0
         emu.run(lambda: emu.emulator.declare("KWOKNodeClass"))  # the CRD is installed
-        wait_for(lambda: _get(readyz) == (200, "ok; not synced (optional): EC2NodeClass"), what="ready")
+        wait_for(lambda: http_get(readyz) == (200, "ok; not synced (optional): EC2NodeClass"), what="ready")
         assert op.metrics.value("karpy_cache_synced", {"kind": "KWOKNodeClass"}) == 1.0
     finally:
         for running_op in ops:

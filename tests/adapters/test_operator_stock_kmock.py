@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import logging
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from emulator import EmulatorThread
-from operator_harness import NODE_CLASS, RunningOperator, node_pool, pending_pod, wait_for
+from operator_harness import NODE_CLASS, RunningOperator, http_get, node_pool, pending_pod, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 from karpy.adapters.kube import errors as kerrors
@@ -42,16 +40,8 @@ def stock_kubectl(stock: EmulatorThread) -> Iterator[KubeClient]:
     client.close()
 
 
-def _get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 def _cache_gauge(metrics_port: int) -> dict[str, float]:
-    _status, text = _get(f"http://127.0.0.1:{metrics_port}/metrics")
+    _status, text = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
     return {
         sample.labels["kind"]: sample.value
         for family in text_string_to_metric_families(text)
@@ -116,7 +106,7 @@ def test_the_operator_provisions_over_stock_kmock_with_namespace_optional(
         assert [c["metadata"]["name"] for c in stock_kubectl.list("NodeClaim")] == [meta["name"]]
         assert not stock_kubectl.get("NodeClaim", meta["name"])["metadata"].get("deletionTimestamp")
 
-        assert _get(f"http://127.0.0.1:{op.health_port}/readyz") == (
+        assert http_get(f"http://127.0.0.1:{op.health_port}/readyz") == (
             200,
             "ok; not synced (optional): Namespace",
         )
