@@ -19,16 +19,16 @@ from karpy.model.catalog import Catalog
 from karpy.model.objects import Condition, Node
 from karpy.runtime.loop import Loop, LoopClock
 from karpy.sim.binder import Binder
-from karpy.sim.ca_scaledown import TO_BE_DELETED
-from karpy.sim.cloud import Insufficient, LaunchLatency, SimCloud
-from karpy.sim.cluster_autoscaler import (
+from karpy.sim.ca import (
     NODE_GROUP_LABEL,
+    TO_BE_DELETED,
     CAConfig,
     ClusterAutoscaler,
     NodeGroupConfig,
     OverprovisioningConfig,
     parse_config,
 )
+from karpy.sim.cloud import Insufficient, LaunchLatency, SimCloud
 from karpy.sim.workloads import Workloads
 from karpy.state.cluster import Cluster
 from karpy.state.feed import Feed

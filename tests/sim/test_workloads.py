@@ -95,7 +95,7 @@ def test_scale_up_and_down_with_deterministic_names_and_owners() -> None:
     assert len(env.ready()) == 5
     env.workloads.scale("web", NS, replicas=2)
     env.loop.run(START + 21)
-    # the two Ready most recently go first (kube-controller-manager's order: karpy.sim.scaledown),
+    # the two Ready most recently go first (kube-controller-manager's order: karpy.sim.replicaset_order),
     # then one of the three Ready as long ago (on its logarithmic scale) as each other
     kept = sorted(p["metadata"]["name"] for p in env.pods())
     assert len(kept) == 2 and set(kept) < {f"web-{h}-{i}" for i in range(3)}

@@ -11,7 +11,8 @@ scores the rest (NodeResourcesFit LeastAllocated or MostAllocated ×1, BalancedA
 name) and binds through ``kube.bind``. A pod that fits nowhere may preempt strictly
 lower-priority pods (DefaultPreemption: fewest PDB violations, then the lowest victims):
 the victims are deleted and the pod nominated (``status.nominatedNodeName``); nominated
-pods hold their node's room against pods of lower or equal priority.
+pods hold their node's room against pods of lower or equal priority. The filters shared with
+the Cluster Autoscaler model are :mod:`karpy.sim.predicates`; the scores, :mod:`karpy.sim.scoring`.
 
 It reads the typed pods and Nodes of ``state.Cluster`` (kept current by the feed) and
 follows its own watch on the API server only to know which pods changed, so a pass with
@@ -34,13 +35,13 @@ from dataclasses import dataclass, field
 from karpy.controllers.result import Result
 from karpy.core.scheduling import podinfo
 from karpy.model import errors
-from karpy.model import labels as wk
-from karpy.model import requirements as reqs_mod
 from karpy.model.objects import Node, Pod, PodAffinityTerm, PodDisruptionBudget
-from karpy.model.resources import CPU, EMPTY, MEMORY, Resources, total
-from karpy.model.selectors import LabelSelector, SelectorRequirement
-from karpy.model.taints import NO_SCHEDULE, PREFER_NO_SCHEDULE, Taint, first_untolerated, tolerates
+from karpy.model.resources import EMPTY, Resources, total
+from karpy.model.taints import NO_SCHEDULE, Taint, tolerates
 from karpy.ports import Clock, KubeAPI, WatchEvent
+from karpy.sim import predicates
+from karpy.sim.predicates import CounterKey, InterPodPlan, Term, node_affinity_ok, taints_ok
+from karpy.sim.scoring import LEAST_ALLOCATED, MOST_ALLOCATED, Entry, nonzero, pick, raw_scores
 from karpy.state.cluster import Cluster
 
 __all__ = [
@@ -49,22 +50,13 @@ __all__ = [
     "Binder",
     "Binding",
     "Preemption",
-    "Term",
-    "node_affinity_ok",
-    "taints_ok",
 ]
 
-LEAST_ALLOCATED = "LeastAllocated"
-MOST_ALLOCATED = "MostAllocated"
 _UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
-_NONZERO_CPU = 100  # millicores: kube-scheduler's default request for scoring
-_NONZERO_MEMORY = 200 * 1024 * 1024
 _WATCHED = frozenset({"Pod", "Node", "Namespace"})
 _KEEP_COUNTERS = 64  # selector counters kept without pruning
 _KEEP_CLASSES = 128  # pod classes whose per-node verdicts are kept from pass to pass
 _MAX_LOG = 1 << 20  # node version bumps remembered before every class starts afresh
-
-CounterKey = tuple[frozenset[str] | None, LabelSelector]  # (namespaces or all, selector)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,70 +79,7 @@ class Preemption:
     at: float
 
 
-@dataclass(frozen=True, slots=True)
-class Term:
-    """A pod (anti-)affinity term resolved against the pod that carries it."""
-
-    key: str
-    namespaces: frozenset[str] | None  # None = all namespaces
-    selector: LabelSelector | None  # None matches nothing
-
-    @property
-    def counter(self) -> CounterKey | None:
-        return None if self.selector is None else (self.namespaces, self.selector)
-
-    def matches(self, pod: Pod) -> bool:
-        return (
-            self.selector is not None
-            and (self.namespaces is None or pod.namespace in self.namespaces)
-            and self.selector.matches(pod.labels)
-        )
-
-
-@dataclass(slots=True)
-class _Spread:
-    key: str
-    domains: dict[str, int]
-    minimum: int
-    self_match: int
-    max_skew: int
-
-
-@dataclass(slots=True)
-class _Plan:
-    """What one pod needs of a node beyond the node-local filters."""
-
-    affinity: list[tuple[str, set[str]]] = field(default_factory=list)
-    affinity_free: bool = False  # no pod matches any term and the pod matches its own: allowed
-    anti: list[tuple[str, set[str]]] = field(default_factory=list)
-    forbidden: set[tuple[str, str]] = field(default_factory=set)  # existing pods' anti-affinity
-    spread: list[_Spread] = field(default_factory=list)
-
-    def node_local(self) -> bool:
-        """No term of the pod's own (existing pods' anti-affinity is in ``forbidden``)."""
-        return not self.affinity and not self.affinity_free and not self.anti and not self.spread
-
-    def allows(self, node: Node) -> bool:
-        if not self.affinity_free:
-            for key, values in self.affinity:
-                if _label(node, key) not in values:
-                    return False
-        for key, values in self.anti:
-            value = _label(node, key)
-            if value is not None and value in values:
-                return False
-        for key, value in self.forbidden:
-            if _label(node, key) == value:
-                return False
-        for s in self.spread:
-            value = _label(node, s.key)
-            if value is None or s.domains.get(value, 0) + s.self_match - s.minimum > s.max_skew:
-                return False
-        return True
-
-
-_Entry = tuple[int, int, int]  # fit + balanced score, intolerable PreferNoSchedule taints, affinity weight
-_NODE_LOCAL = _Plan()
+_NODE_LOCAL = InterPodPlan()
 
 
 @dataclass(slots=True)
@@ -161,58 +90,8 @@ class _ClassVerdicts:
 
     names: tuple[str, ...]
     seen: int
-    entries: dict[str, tuple[int, _Entry | None]] = field(default_factory=dict)
-    fitting: dict[str, _Entry] = field(default_factory=dict)
-
-
-def _pick(rows: list[tuple[str, _Entry]]) -> str:
-    """The best-scoring node: weights Fit 1, Balanced 1, TaintToleration 3, NodeAffinity 2; ties by name."""
-    worst = max(entry[1] for _, entry in rows)
-    strongest = max(entry[2] for _, entry in rows)
-    best_name, best_score = "", -1
-    for name, (fit, intolerable, affinity) in rows:
-        taint_score = 100 - intolerable * 100 // worst if worst else 100
-        affinity_score = affinity * 100 // strongest if strongest else 0
-        score = fit + 3 * taint_score + 2 * affinity_score
-        if score > best_score or (score == best_score and name < best_name):
-            best_name, best_score = name, score
-    return best_name
-
-
-def _label(node: Node, key: str) -> str | None:
-    value = node.labels.get(key)
-    if value is None and key == wk.HOSTNAME:
-        return node.name
-    return value
-
-
-def _requirement_ok(req: reqs_mod.Requirement, node: Node) -> bool:
-    value = _label(node, req.key)
-    if value is None:
-        return (
-            req.operator in (reqs_mod.NOT_IN, reqs_mod.DOES_NOT_EXIST) and req.gte is None and req.lte is None
-        )
-    return req.has(value)
-
-
-def node_affinity_ok(pod: Pod, node: Node) -> bool:
-    """nodeSelector AND (any required nodeSelectorTerm)."""
-    for key, value in pod.node_selector.items():
-        if _label(node, key) != value:
-            return False
-    if not pod.required_terms:
-        return True
-    return any(all(_requirement_ok(r, node) for r in term.requirements) for term in pod.required_terms)
-
-
-def taints_ok(pod: Pod, node: Node) -> bool:
-    """NoSchedule and NoExecute taints must be tolerated; PreferNoSchedule only scores."""
-    hard = [t for t in node.taints if t.effect != PREFER_NO_SCHEDULE]
-    return not hard or first_untolerated(pod.tolerations, hard) is None
-
-
-def _nonzero(pod: Pod) -> tuple[int, int]:
-    return (pod.requests.get(CPU) or _NONZERO_CPU, pod.requests.get(MEMORY) or _NONZERO_MEMORY)
+    entries: dict[str, tuple[int, Entry | None]] = field(default_factory=dict)
+    fitting: dict[str, Entry] = field(default_factory=dict)
 
 
 def _signature(pod: Pod, hint: str) -> tuple[object, ...]:
@@ -239,13 +118,6 @@ def _signature(pod: Pod, hint: str) -> tuple[object, ...]:
 def _importance(pod: Pod) -> tuple[int, float, str]:
     """Sort key, most important first (higher priority, then started earlier)."""
     return (-pod.priority, pod.started if pod.started is not None else float("inf"), pod.key)
-
-
-def _scaled(value: str, total_: int, *, round_up: bool) -> int:
-    if value.endswith("%"):
-        numerator = int(value[:-1]) * total_
-        return -(-numerator // 100) if round_up else numerator // 100
-    return int(value)
 
 
 class Binder:
@@ -415,7 +287,7 @@ class Binder:
         used = self._used.get(node, EMPTY)
         self._used[node] = used + need if sign > 0 else used - need
         self._free.pop(node, None)
-        cpu, memory = _nonzero(pod)
+        cpu, memory = nonzero(pod)
         scored = self._scored.get(node, (0, 0))
         self._scored[node] = (scored[0] + sign * cpu, scored[1] + sign * memory)
         if pod.deleting:
@@ -472,10 +344,10 @@ class Binder:
         else:
             rows = list(fitting.items())
         if rows:
-            return self._bind(pod, _pick(rows))  # (the order of rows does not matter: ties by name)
+            return self._bind(pod, pick(rows))  # (the order of rows does not matter: ties by name)
         return self._preempt(pod, need)
 
-    def _fitting(self, pod: Pod, need: Resources, signature: tuple[object, ...]) -> dict[str, _Entry]:
+    def _fitting(self, pod: Pod, need: Resources, signature: tuple[object, ...]) -> dict[str, Entry]:
         """The nodes of this pass that ``pod``'s class fits by the node-local filters, with their raw
         scores: judged again only for nodes that are new to the class or whose version was bumped
         since it last looked."""
@@ -533,7 +405,9 @@ class Binder:
             return False
         return taints_ok(pod, node) and node_affinity_ok(pod, node)
 
-    def _fits(self, pod: Pod, node: Node, need: Resources, plan: _Plan, removed: Mapping[str, Pod]) -> bool:
+    def _fits(
+        self, pod: Pod, node: Node, need: Resources, plan: InterPodPlan, removed: Mapping[str, Pod]
+    ) -> bool:
         if not self._admits(pod, node):
             return False
         free = self._free.get(node.name)
@@ -560,133 +434,57 @@ class Binder:
         return plan.allows(node)
 
     # -- inter-pod constraints --------------------------------------------------------------
-    def _namespaces(self, term: PodAffinityTerm, owner_namespace: str) -> frozenset[str] | None:
-        chosen = set(term.namespaces)
-        if term.namespace_selector is not None:
-            if term.namespace_selector.is_empty():
-                return None
-            chosen |= {
-                name
-                for name, labels in self._cluster.namespaces.items()
-                if term.namespace_selector.matches(labels)
-            }
-        elif not chosen:
-            chosen.add(owner_namespace)
-        return frozenset(chosen)
-
     def _resolve(self, term: PodAffinityTerm, owner: Pod) -> Term:
-        selector = term.selector
-        if selector is not None:
-            same = {k: owner.labels[k] for k in term.match_label_keys if k in owner.labels}
-            if same:
-                selector = selector.with_labels(same)
-            different = tuple(
-                SelectorRequirement(k, "NotIn", (owner.labels[k],))
-                for k in term.mismatch_label_keys
-                if k in owner.labels
-            )
-            if different:
-                selector = LabelSelector(selector.match_labels, selector.match_expressions + different)
-        return Term(term.topology_key, self._namespaces(term, owner.namespace), selector)
+        return predicates.resolve_term(term, owner, self._cluster.namespaces)
+
+    def _live_counts(self, term: Term, removed: Mapping[str, Pod]) -> Mapping[str, int]:
+        """Live occupying pods per node matching ``term``, less the ``removed`` ones."""
+        counter = term.counter
+        if counter is None:
+            return {}
+        counts = self._counts(counter)
+        if not removed:
+            return counts
+        gone = [q for q in removed.values() if term.matches(q)]
+        return {node: n - sum(1 for q in gone if q.node_name == node) for node, n in counts.items()}
 
     def _domains(self, term: Term, removed: Mapping[str, Pod]) -> set[str]:
         """Topology values of the nodes holding a live pod that matches ``term``."""
-        counter = term.counter
-        if counter is None:
-            return set()
-        out: set[str] = set()
-        for node_name, n in self._counts(counter).items():
-            if removed:
-                n -= sum(1 for q in removed.values() if q.node_name == node_name and term.matches(q))
-            node = self._cluster.nodes.get(node_name)
-            if n > 0 and node is not None:
-                value = _label(node, term.key)
-                if value is not None:
-                    out.add(value)
-        return out
+        return predicates.term_domains(term, self._live_counts(term, removed), self._cluster.nodes.get)
 
-    def _plan(self, pod: Pod, removed: Mapping[str, Pod]) -> _Plan:
-        plan = _Plan()
+    def _plan(self, pod: Pod, removed: Mapping[str, Pod]) -> InterPodPlan:
+        """The pod's inter-pod terms against the occupying pods, less the ``removed`` ones."""
+        plan = InterPodPlan()
         if pod.affinity:
             own = [self._resolve(t, pod) for t in pod.affinity]
-            plan.affinity = [(t.key, self._domains(t, removed)) for t in own]
-            plan.affinity_free = not any(values for _, values in plan.affinity) and all(
-                t.matches(pod) for t in own
-            )
+            plan.set_affinity(pod, own, lambda t: self._domains(t, removed))
         for term in pod.anti_affinity:
             resolved = self._resolve(term, pod)
             plan.anti.append((resolved.key, self._domains(resolved, removed)))
+        plan.forbidden = predicates.forbidden_domains(pod, self._anti_holders(removed))
+        hard = predicates.hard_spread(pod)
+        keys = [c.topology_key for c in hard]
+        for c in hard:
+            spread = predicates.spread_term(pod, c)
+            counts = self._live_counts(spread, removed)
+            plan.spread.append(
+                predicates.spread_constraint(pod, c, spread, keys=keys, nodes=self._nodes, counts=counts)
+            )
+        return plan
+
+    def _anti_holders(self, removed: Mapping[str, Pod]) -> Iterable[tuple[Node, tuple[Term, ...]]]:
+        """The occupying pods' nodes and required anti-affinity terms, but the ``removed`` pods'."""
         for key, theirs in self._anti.items():
             if key in removed:
                 continue
             node = self._cluster.nodes.get(self._where.get(key, ""))
-            if node is None:
-                continue
-            for t in theirs:
-                value = _label(node, t.key)
-                if value is not None and t.matches(pod):
-                    plan.forbidden.add((t.key, value))
-        hard = [c for c in pod.spread if c.when_unsatisfiable == "DoNotSchedule"]
-        keys = [c.topology_key for c in hard]
-        for c in hard:
-            selector = c.selector
-            if selector is not None:
-                same = {k: pod.labels[k] for k in c.match_label_keys if k in pod.labels}
-                if same:
-                    selector = selector.with_labels(same)
-            spread = Term(c.topology_key, frozenset({pod.namespace}), selector)
-            counts = self._counts(spread.counter) if spread.counter is not None else {}
-            domains: dict[str, int] = {}
-            for node in self._nodes:
-                if any(_label(node, k) is None for k in keys):
-                    continue
-                if c.node_affinity_policy == "Honor" and not node_affinity_ok(pod, node):
-                    continue
-                if c.node_taints_policy == "Honor" and not taints_ok(pod, node):
-                    continue
-                value = _label(node, c.topology_key)
-                assert value is not None
-                n = counts.get(node.name, 0)
-                if removed and n:
-                    n -= sum(1 for q in removed.values() if q.node_name == node.name and spread.matches(q))
-                domains[value] = domains.get(value, 0) + n
-            minimum = min(domains.values()) if domains else 0
-            if c.min_domains is not None and len(domains) < c.min_domains:
-                minimum = 0
-            plan.spread.append(
-                _Spread(c.topology_key, domains, minimum, int(spread.matches(pod)), c.max_skew)
-            )
-        return plan
+            if node is not None:
+                yield node, theirs
 
     # -- scoring and binding ---------------------------------------------------------------
-    def _entry(self, pod: Pod, node: Node) -> _Entry:
+    def _entry(self, pod: Pod, node: Node) -> Entry:
         """A feasible node's raw scores: (fit + balanced, intolerable PreferNoSchedule taints, affinity)."""
-        cpu, memory = _nonzero(pod)
-        used_cpu, used_memory = self._scored.get(node.name, (0, 0))
-        cpu_cap, memory_cap = node.allocatable.get(CPU), node.allocatable.get(MEMORY)
-        cpu_req = min(used_cpu + cpu, cpu_cap)
-        memory_req = min(used_memory + memory, memory_cap)
-        if self.scoring == MOST_ALLOCATED:
-            cpu_score = cpu_req * 100 // cpu_cap if cpu_cap > 0 else 0
-            memory_score = memory_req * 100 // memory_cap if memory_cap > 0 else 0
-        else:
-            cpu_score = (cpu_cap - cpu_req) * 100 // cpu_cap if cpu_cap > 0 else 0
-            memory_score = (memory_cap - memory_req) * 100 // memory_cap if memory_cap > 0 else 0
-        cpu_fraction = cpu_req / cpu_cap if cpu_cap > 0 else 1.0
-        memory_fraction = memory_req / memory_cap if memory_cap > 0 else 1.0
-        balanced = int((1 - abs(cpu_fraction - memory_fraction) / 2) * 100)
-        intolerable = 0
-        for taint in node.taints:
-            if taint.effect == PREFER_NO_SCHEDULE and not any(
-                t.effect in ("", PREFER_NO_SCHEDULE) and tolerates(t, taint) for t in pod.tolerations
-            ):
-                intolerable += 1
-        affinity = sum(
-            w.weight
-            for w in pod.preferred_terms
-            if all(_requirement_ok(r, node) for r in w.term.requirements)
-        )
-        return ((cpu_score + memory_score) // 2 + balanced, intolerable, affinity)
+        return raw_scores(pod, node, self._scored.get(node.name, (0, 0)), self.scoring)
 
     def _bind(self, pod: Pod, node: str) -> bool:
         try:
@@ -781,21 +579,5 @@ class Binder:
         return out
 
     def _pdb_allowed(self, pdb: PodDisruptionBudget) -> int:
-        selector = pdb.selector
-        assert selector is not None
-        pods = [
-            p
-            for p in self._cluster.pods.values()
-            if p.namespace == pdb.namespace
-            and not p.deleting
-            and not p.is_terminal()
-            and selector.matches(p.labels)
-        ]
-        healthy = sum(1 for p in pods if p.ready)
-        if pdb.min_available is not None:
-            desired = _scaled(str(pdb.min_available), len(pods), round_up=True)
-        elif pdb.max_unavailable is not None:
-            desired = len(pods) - _scaled(str(pdb.max_unavailable), len(pods), round_up=True)
-        else:
-            desired = len(pods)
-        return max(0, healthy - desired)
+        assert pdb.selector is not None
+        return predicates.pdb_allowed(pdb, self._cluster.pods.values())

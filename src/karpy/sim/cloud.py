@@ -18,7 +18,7 @@ Cluster Autoscaler model (an ASG launching one instance of a given type in a giv
   stand-ins replace the pods). Each interruption is logged in ``interruptions``.
 
 Randomness comes only from the injected ``rng``; used by :mod:`karpy.sim.runner` and
-:mod:`karpy.sim.cluster_autoscaler`.
+:mod:`karpy.sim.ca`.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from karpy.ports import Clock, RawObject, WatchEvent
 from karpy.runtime import wiring
 from karpy.runtime.loop import Loop, LoopClock
 from karpy.sim import binder as binder_mod
-from karpy.sim import cluster_autoscaler, trace
+from karpy.sim import ca, predicates, trace
 from karpy.sim import metrics as sim_metrics
 from karpy.sim.cloud import BillingRecord, Interruption, SimCloud
 from karpy.sim.scenario import PodStartup, Scenario
@@ -199,8 +199,8 @@ class _Housekeeping:
             if typed is None:
                 continue
             if not (
-                binder_mod.taints_ok(typed.template, node)
-                and binder_mod.node_affinity_ok(typed.template, node)
+                predicates.taints_ok(typed.template, node)
+                and predicates.node_affinity_ok(typed.template, node)
             ):
                 continue
             namespace = typed.namespace
@@ -252,7 +252,7 @@ def _registered(node: RawObject) -> bool:
     )
 
 
-def _ca_disruptions(autoscaler: cluster_autoscaler.ClusterAutoscaler) -> dict[str, int]:
+def _ca_disruptions(autoscaler: ca.ClusterAutoscaler) -> dict[str, int]:
     """Scale-downs the CA model started, by karpy's reason names (empty / underutilized)."""
     out: dict[str, int] = {}
     for event in autoscaler.events:
@@ -347,7 +347,7 @@ def run(
         disruptions = lambda: sim_metrics.karpy_disruptions(metrics)  # noqa: E731
     else:
         assert scenario.baseline is not None
-        autoscaler = cluster_autoscaler.ClusterAutoscaler(
+        autoscaler = ca.ClusterAutoscaler(
             kube, cluster, clock, loop, cloud, scenario.baseline, base, rng=random.Random(f"{seed}:ca")
         )
         disruptions = lambda: _ca_disruptions(autoscaler)  # noqa: E731

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,8 @@ from karpy.api import load as api_load
 from karpy.api import simulation as schema
 from karpy.catalog import prices as prices_mod
 from karpy.model import errors, labels
+from karpy.sim import ca, trace
 from karpy.sim import cloud as sim_cloud
-from karpy.sim import cluster_autoscaler, trace
 
 __all__ = [
     "CloudSpec",
@@ -102,7 +102,7 @@ class Scenario:
     pricing: Pricing = Pricing()
     cloud: CloudSpec = CloudSpec()
     scoring: str = "LeastAllocated"
-    baseline: cluster_autoscaler.CAConfig | None = None  # the baseline.clusterAutoscaler block
+    baseline: ca.CAConfig | None = None  # the baseline.clusterAutoscaler block
     description: str = ""
 
     @property
@@ -194,7 +194,7 @@ def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -
     sim, problems = schema.validate(raw, file=file)
     if sim is None:
         raise ScenarioError(problems)
-    base_dir = base_dir or Path(".")
+    base = base_dir or Path(".")
     found: list[api_load.Problem] = []
 
     def problem(path: str, message: str) -> None:
@@ -202,106 +202,17 @@ def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -
 
     def resolve(spec: str) -> Path:
         p = Path(spec)
-        return p if p.is_absolute() else base_dir / p
+        return p if p.is_absolute() else base / p
 
-    catalog = sim.catalog
-    if not catalog.startswith("aws:"):
-        if not resolve(catalog).is_file():
-            problem("catalog", f'"{catalog}": no such file (expected aws:<region> or a catalog file)')
-        catalog = str(resolve(catalog))
-    pricing = Pricing(sim.pricing.on_demand_discount, sim.pricing.spot_ratio)
-    if sim.pricing.prices:
-        try:
-            loaded = prices_mod.load_prices_csv(resolve(sim.pricing.prices))
-            pricing = dataclasses.replace(pricing, prices=loaded, prices_file=sim.pricing.prices)
-        except (errors.InputError, OSError) as exc:
-            problem("pricing.prices", str(exc))
-    deployments: list[trace.DeploymentTrace] = []
-    jobs: list[trace.JobTrace] = []
-    for i, wl in enumerate(sim.workloads):
-        if wl.deployment is not None:
-            d = wl.deployment
-            spec = d.get("spec") or {}
-            curve: trace.Curve | None = None
-            replicas = wl.replicas
-            if replicas is None:
-                curve = trace.Curve.constant(int(spec.get("replicas", 1)))
-            elif isinstance(replicas, int):
-                curve = trace.Curve.constant(replicas)
-            elif isinstance(replicas, str):
-                curve = _csv(resolve(replicas), "linear", problem, f"workloads[{i}].replicas")
-            elif replicas.csv is not None:
-                where = f"workloads[{i}].replicas.csv"
-                curve = _csv(resolve(replicas.csv), replicas.interpolate, problem, where)
-            else:
-                assert replicas.points is not None
-                curve = trace.Curve(tuple(replicas.points), replicas.interpolate, True)
-            if curve is None:
-                continue
-            meta = d.get("metadata") or {}
-            deployments.append(
-                trace.DeploymentTrace(
-                    name=meta["name"],
-                    namespace=meta.get("namespace") or "default",
-                    template=spec.get("template") or {},
-                    strategy=spec.get("strategy"),
-                    replicas=curve,
-                    rollouts=tuple(wl.rollouts),
-                )
-            )
-        elif wl.job is not None:
-            assert wl.schedule is not None
-            if not croniter.is_valid(wl.schedule):
-                problem(
-                    f"workloads[{i}].schedule", f'"{wl.schedule}" is not a cron expression (e.g. "0 3 * * *")'
-                )
-                continue
-            meta = wl.job.get("metadata") or {}
-            spec = wl.job.get("spec") or {}
-            jobs.append(
-                trace.JobTrace(
-                    name=meta["name"],
-                    namespace=meta.get("namespace") or "default",
-                    template=spec.get("template") or {},
-                    schedule=wl.schedule,
-                    run_for=_seconds(wl.run_for),
-                    completions=int(spec.get("completions", 1)),
-                    parallelism=int(spec.get("parallelism", 1)),
-                )
-            )
-    baseline: cluster_autoscaler.CAConfig | None = None
-    if sim.baseline.cluster_autoscaler is not None:
-        block = raw["baseline"]["clusterAutoscaler"]
-        try:
-            baseline = cluster_autoscaler.parse_config(block, where="baseline.clusterAutoscaler")
-        except errors.InputError as exc:
-            where, _, message = str(exc).partition(": ")
-            problem(where, message)
+    catalog = _catalog(sim.catalog, resolve, problem)
+    pricing = _pricing(sim.pricing, resolve, problem)
+    deployments, jobs = _workloads(sim.workloads, resolve, problem)
+    baseline = _baseline(sim, raw, problem)
     names = [(d.namespace, d.name) for d in deployments] + [(j.namespace, j.name) for j in jobs]
     for key in sorted({k for k in names if names.count(k) > 1}):
         problem("workloads", f"two workloads are named {key[0]}/{key[1]}")
     if found:
         raise ScenarioError(found)
-    c = sim.cloud
-    latency = c.launch_latency
-    launch = (
-        sim_cloud.LaunchLatency.fixed(_seconds(latency.p50))
-        if latency.distribution == "fixed"
-        else sim_cloud.LaunchLatency(_seconds(latency.p50), _seconds(latency.p95 or "75s"))
-    )
-    cloud_spec = CloudSpec(
-        launch_latency=launch,
-        pod_startup=PodStartup(
-            _seconds(c.pod_startup.image_pull_cold),
-            _seconds(c.pod_startup.image_pull_warm),
-            _seconds(c.pod_startup.ready),
-        ),
-        spot_interruptions_per_node_hour=c.spot_interruptions.rate_per_node_hour,
-        insufficient=tuple(
-            IceWindow(w.instance_type, w.zone, w.capacity_type, w.from_, w.until)
-            for w in c.insufficient_capacity
-        ),
-    )
     return Scenario(
         name=sim.name,
         file=file,
@@ -315,10 +226,136 @@ def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -
         deployments=tuple(deployments),
         jobs=tuple(jobs),
         pricing=pricing,
-        cloud=cloud_spec,
+        cloud=_cloud_spec(sim.cloud),
         scoring=sim.scheduler.scoring,
         baseline=baseline,
         description=sim.description,
+    )
+
+
+_Problem = Callable[[str, str], None]  # (field path, message)
+_Resolve = Callable[[str], Path]  # a path relative to the scenario file
+
+
+def _catalog(catalog: str, resolve: _Resolve, problem: _Problem) -> str:
+    """``aws:<region>``, or the catalog file's resolved path."""
+    if catalog.startswith("aws:"):
+        return catalog
+    if not resolve(catalog).is_file():
+        problem("catalog", f'"{catalog}": no such file (expected aws:<region> or a catalog file)')
+    return str(resolve(catalog))
+
+
+def _pricing(spec: schema.Pricing, resolve: _Resolve, problem: _Problem) -> Pricing:
+    pricing = Pricing(spec.on_demand_discount, spec.spot_ratio)
+    if spec.prices:
+        try:
+            loaded = prices_mod.load_prices_csv(resolve(spec.prices))
+            pricing = dataclasses.replace(pricing, prices=loaded, prices_file=spec.prices)
+        except (errors.InputError, OSError) as exc:
+            problem("pricing.prices", str(exc))
+    return pricing
+
+
+def _workloads(
+    workloads: Sequence[schema.Workload], resolve: _Resolve, problem: _Problem
+) -> tuple[list[trace.DeploymentTrace], list[trace.JobTrace]]:
+    """The Deployments with their replica curves and the cron Jobs; a bad one is reported and skipped."""
+    deployments: list[trace.DeploymentTrace] = []
+    jobs: list[trace.JobTrace] = []
+    for i, wl in enumerate(workloads):
+        if wl.deployment is not None:
+            deployment = _deployment(i, wl, wl.deployment, resolve, problem)
+            if deployment is not None:
+                deployments.append(deployment)
+        elif wl.job is not None:
+            job = _job(i, wl, wl.job, problem)
+            if job is not None:
+                jobs.append(job)
+    return deployments, jobs
+
+
+def _deployment(
+    i: int, wl: schema.Workload, d: Mapping[str, Any], resolve: _Resolve, problem: _Problem
+) -> trace.DeploymentTrace | None:
+    spec = d.get("spec") or {}
+    curve: trace.Curve | None = None
+    replicas = wl.replicas
+    if replicas is None:
+        curve = trace.Curve.constant(int(spec.get("replicas", 1)))
+    elif isinstance(replicas, int):
+        curve = trace.Curve.constant(replicas)
+    elif isinstance(replicas, str):
+        curve = _csv(resolve(replicas), "linear", problem, f"workloads[{i}].replicas")
+    elif replicas.csv is not None:
+        where = f"workloads[{i}].replicas.csv"
+        curve = _csv(resolve(replicas.csv), replicas.interpolate, problem, where)
+    else:
+        assert replicas.points is not None
+        curve = trace.Curve(tuple(replicas.points), replicas.interpolate, True)
+    if curve is None:
+        return None
+    meta = d.get("metadata") or {}
+    return trace.DeploymentTrace(
+        name=meta["name"],
+        namespace=meta.get("namespace") or "default",
+        template=spec.get("template") or {},
+        strategy=spec.get("strategy"),
+        replicas=curve,
+        rollouts=tuple(wl.rollouts),
+    )
+
+
+def _job(i: int, wl: schema.Workload, job: Mapping[str, Any], problem: _Problem) -> trace.JobTrace | None:
+    assert wl.schedule is not None
+    if not croniter.is_valid(wl.schedule):
+        problem(f"workloads[{i}].schedule", f'"{wl.schedule}" is not a cron expression (e.g. "0 3 * * *")')
+        return None
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    return trace.JobTrace(
+        name=meta["name"],
+        namespace=meta.get("namespace") or "default",
+        template=spec.get("template") or {},
+        schedule=wl.schedule,
+        run_for=_seconds(wl.run_for),
+        completions=int(spec.get("completions", 1)),
+        parallelism=int(spec.get("parallelism", 1)),
+    )
+
+
+def _baseline(sim: schema.Simulation, raw: Any, problem: _Problem) -> ca.CAConfig | None:
+    """The ``baseline.clusterAutoscaler`` block, read from the raw document."""
+    if sim.baseline.cluster_autoscaler is None:
+        return None
+    block = raw["baseline"]["clusterAutoscaler"]
+    try:
+        return ca.parse_config(block, where="baseline.clusterAutoscaler")
+    except errors.InputError as exc:
+        where, _, message = str(exc).partition(": ")
+        problem(where, message)
+        return None
+
+
+def _cloud_spec(c: schema.Cloud) -> CloudSpec:
+    latency = c.launch_latency
+    launch = (
+        sim_cloud.LaunchLatency.fixed(_seconds(latency.p50))
+        if latency.distribution == "fixed"
+        else sim_cloud.LaunchLatency(_seconds(latency.p50), _seconds(latency.p95 or "75s"))
+    )
+    return CloudSpec(
+        launch_latency=launch,
+        pod_startup=PodStartup(
+            _seconds(c.pod_startup.image_pull_cold),
+            _seconds(c.pod_startup.image_pull_warm),
+            _seconds(c.pod_startup.ready),
+        ),
+        spot_interruptions_per_node_hour=c.spot_interruptions.rate_per_node_hour,
+        insufficient=tuple(
+            IceWindow(w.instance_type, w.zone, w.capacity_type, w.from_, w.until)
+            for w in c.insufficient_capacity
+        ),
     )
 
 

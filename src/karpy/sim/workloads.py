@@ -10,7 +10,7 @@ garbage-collection controllers and the kubelet would:
   new pods up to ``replicas + maxSurge``, old pods deleted only while at least
   ``replicas - maxUnavailable`` pods stay Ready (unready old pods go first);
   ``Recreate`` deletes the old pods before creating new ones; the pods to delete are taken in
-  kube-controller-manager's order (:mod:`karpy.sim.scaledown`: unassigned, pending and unready
+  kube-controller-manager's order (:mod:`karpy.sim.replicaset_order`: unassigned, pending and unready
   pods first, then those doubled up on a node with more of the Deployment's pods, then the
   most recently Ready and created);
 - a Job runs ``completions`` pods, ``parallelism`` at a time; each succeeds (phase
@@ -49,7 +49,7 @@ from karpy.model import errors
 from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, KubeAPI, RawObject, WatchEvent
 from karpy.runtime.loop import Loop
-from karpy.sim import scaledown
+from karpy.sim import replicaset_order
 
 __all__ = ["DEFAULT_STRATEGY", "PodStart", "StartupDelay", "WorkloadStatus", "Workloads", "template_hash"]
 
@@ -140,7 +140,7 @@ class _Pod:
     bound: float | None = None
     ready_since: float | None = None  # when it last turned Ready
     deletion_cost: int = 0  # controller.kubernetes.io/pod-deletion-cost
-    shuffle: bytes = b""  # scaledown.shuffle(uid), the deletion order's last rule
+    shuffle: bytes = b""  # replicaset_order.shuffle(uid), the deletion order's last rule
 
     @property
     def active(self) -> bool:
@@ -359,8 +359,8 @@ class Workloads:
         return found
 
     def _order(self, wl: _Workload) -> Callable[[_Pod], tuple[object, ...]]:
-        """The Deployment's deletion order now (:func:`karpy.sim.scaledown.deletion_order`)."""
-        return scaledown.deletion_order(wl.pods.values(), now=self._clock.now(), active=_active)
+        """The Deployment's deletion order now (:func:`karpy.sim.replicaset_order.deletion_order`)."""
+        return replicaset_order.deletion_order(wl.pods.values(), now=self._clock.now(), active=_active)
 
     def _sync_deployment(self, wl: _Workload) -> None:
         if wl.recreate:
@@ -436,7 +436,7 @@ class Workloads:
             "status": {"phase": "Pending"},
         }
         key = (wl.namespace, name)
-        cost = scaledown.deletion_cost(raw["metadata"]["annotations"])
+        cost = replicaset_order.deletion_cost(raw["metadata"]["annotations"])
         pod = wl.pods[name] = _Pod(name, wl.hash, self._clock.now(), deletion_cost=cost)
         wl.tally(pod, +1)
         self._owned[key] = wl
@@ -498,7 +498,7 @@ class Workloads:
         wl.tally(pod, -1)
         uid = meta.get("uid", "")
         if uid != pod.uid:
-            pod.uid, pod.shuffle = uid, scaledown.shuffle(uid)
+            pod.uid, pod.shuffle = uid, replicaset_order.shuffle(uid)
         pod.phase = status.get("phase") or "Pending"
         ready = _ready(status)
         if ready and not pod.ready:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from karpy.sim import scaledown
+from karpy.sim import replicaset_order
 
 NOW = 1_000_000.0
 
@@ -25,13 +25,13 @@ class _Pod:
 
     @property
     def shuffle(self) -> bytes:
-        return scaledown.shuffle(self.uid)
+        return replicaset_order.shuffle(self.uid)
 
 
 def _first(pods: list[_Pod], related: list[_Pod] | None = None) -> str:
     """The name of the pod deleted first."""
     everyone = related if related is not None else pods
-    key = scaledown.deletion_order(everyone, now=NOW, active=lambda p: p.active)
+    key = replicaset_order.deletion_order(everyone, now=NOW, active=lambda p: p.active)
     return min(pods, key=key).name
 
 
@@ -75,17 +75,17 @@ def test_doubled_up_pods_go_first() -> None:
 
 
 def test_times_compare_on_a_logarithmic_scale_then_by_uid() -> None:
-    assert scaledown.log_rank(NOW, NOW - 1) == 29  # 1e9 ns: 2**29.9
-    assert scaledown.log_rank(NOW, NOW - 2) == 30
-    assert scaledown.log_rank(NOW, NOW - 2**30 / 1e9) == 30  # (a power of two is its own rank)
-    assert scaledown.log_rank(NOW, NOW - (2**30 - 1) / 1e9) == 29
-    assert scaledown.log_rank(NOW, NOW) == -1 and scaledown.log_rank(NOW, NOW + 5) == -1
+    assert replicaset_order.log_rank(NOW, NOW - 1) == 29  # 1e9 ns: 2**29.9
+    assert replicaset_order.log_rank(NOW, NOW - 2) == 30
+    assert replicaset_order.log_rank(NOW, NOW - 2**30 / 1e9) == 30  # (a power of two is its own rank)
+    assert replicaset_order.log_rank(NOW, NOW - (2**30 - 1) / 1e9) == 29
+    assert replicaset_order.log_rank(NOW, NOW) == -1 and replicaset_order.log_rank(NOW, NOW + 5) == -1
     # 70 s and 100 s ago share rank 36 (2**36 ns is 68.7 s, 2**37 is 137 s): age no longer decides
     a = replace(BASE, name="a", ready_since=NOW - 70, uid="uid-1")
     b = replace(BASE, name="b", ready_since=NOW - 100, uid="uid-2")
-    assert scaledown.log_rank(NOW, NOW - 70) == scaledown.log_rank(NOW, NOW - 100) == 36
-    order = scaledown.deletion_order([a, b], now=NOW, active=lambda p: p.active)
-    assert (order(a) < order(b)) == (scaledown.shuffle("uid-1") < scaledown.shuffle("uid-2"))
+    assert replicaset_order.log_rank(NOW, NOW - 70) == replicaset_order.log_rank(NOW, NOW - 100) == 36
+    order = replicaset_order.deletion_order([a, b], now=NOW, active=lambda p: p.active)
+    assert (order(a) < order(b)) == (replicaset_order.shuffle("uid-1") < replicaset_order.shuffle("uid-2"))
     c = replace(BASE, name="c", ready_since=NOW - 150, uid="uid-1")  # rank 37: b goes first
     assert _first([b, c]) == "b"
 
@@ -94,7 +94,7 @@ def test_numbered_uids_are_picked_in_no_order_of_age() -> None:
     # pods alike but for their (numbered, as the simulated API server hands them out) uids: the
     # first deleted is not simply the oldest or the newest
     pods = [replace(BASE, name=f"p{i}", uid=f"uid-{i:08d}") for i in range(40)]
-    key = scaledown.deletion_order(pods, now=NOW, active=lambda p: p.active)
+    key = replicaset_order.deletion_order(pods, now=NOW, active=lambda p: p.active)
     ranked = [int(p.name[1:]) for p in sorted(pods, key=key)]
     assert ranked != sorted(ranked) and ranked != sorted(ranked, reverse=True)
     assert ranked == [int(p.name[1:]) for p in sorted(reversed(pods), key=key)]  # deterministic
@@ -104,11 +104,11 @@ def test_numbered_uids_are_picked_in_no_order_of_age() -> None:
     ("annotations", "cost"),
     [
         ({}, 0),
-        ({scaledown.DELETION_COST: "7"}, 7),
-        ({scaledown.DELETION_COST: "-3"}, -3),
-        ({scaledown.DELETION_COST: "x"}, 0),
-        ({scaledown.DELETION_COST: str(2**31)}, 0),
+        ({replicaset_order.DELETION_COST: "7"}, 7),
+        ({replicaset_order.DELETION_COST: "-3"}, -3),
+        ({replicaset_order.DELETION_COST: "x"}, 0),
+        ({replicaset_order.DELETION_COST: str(2**31)}, 0),
     ],
 )
 def test_deletion_cost_annotation(annotations: dict[str, str], cost: int) -> None:
-    assert scaledown.deletion_cost(annotations) == cost
+    assert replicaset_order.deletion_cost(annotations) == cost
