@@ -304,7 +304,7 @@ def _walk(cluster: Any) -> list[str]:
         claim = cluster.claim_for_node(node, last=True)
         if claim is None:
             continue
-        if any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints) or claim.condition(
+        if any(t.key == "karpenter.sh/disrupted" for t in node.taints) or claim.condition(
             orchestration.DISRUPTION_REASON
         ):
             out.append(name)

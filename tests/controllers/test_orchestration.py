@@ -22,7 +22,7 @@ from karpy.model.objects import Condition, Node, NodeClaim, NodeClassRef
 from karpy.model.taints import Taint
 
 T0 = 1_767_225_600.0
-DISRUPTED = Taint(orchestration.DISRUPTED_TAINT_KEY, "NoSchedule")
+DISRUPTED = Taint("karpenter.sh/disrupted", "NoSchedule")
 TYPES = (
     builders.instance_type("small", cpu="2", memory="2Gi"),
     builders.instance_type("large", cpu="8", memory="8Gi"),

@@ -9,7 +9,7 @@ from harness import World
 
 import builders
 from karpy.api import encode
-from karpy.controllers import claims, provisioning
+from karpy.controllers import provisioning
 from karpy.controllers.provisioning import Provisioner
 from karpy.core import scheduling
 from karpy.core.disruption import drift
@@ -151,7 +151,7 @@ def test_pods_that_fit_together_get_one_nodeclaim_with_the_conventions() -> None
     assert meta["labels"]["karpenter.k8s.aws/ec2nodeclass"] == "default"
     assert meta["annotations"][drift.HASH_ANNOTATION] == drift.pool_hash(pool)
     assert meta["annotations"][drift.HASH_VERSION_ANNOTATION] == "karpy-v1"
-    assert meta["finalizers"] == [claims.TERMINATION_FINALIZER]
+    assert meta["finalizers"] == ["karpenter.sh/termination"]
     owner = meta["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["uid"]) == (
         "NodePool",

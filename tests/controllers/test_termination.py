@@ -12,11 +12,12 @@ from builders import instance_type
 from karpy.api import common as api_common
 from karpy.api import encode
 from karpy.controllers.lifecycle import NodeClaimLifecycle
-from karpy.controllers.termination import DISRUPTED_TAINT, TERMINATION_TIMESTAMP, Termination, _deleting
+from karpy.controllers.termination import TERMINATION_TIMESTAMP, Termination, _deleting
 from karpy.model import labels as wk
 from karpy.model.objects import Node, NodeClaim, NodeClassRef
 from karpy.model.requirements import Requirement
 from karpy.model.resources import Resources
+from karpy.model.taints import DISRUPTED as DISRUPTED_TAINT
 from karpy.providers.kwok import KwokCloudProvider
 
 REF = NodeClassRef("karpenter.kwok.sh", "KWOKNodeClass", "default")

@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 from karpy.model import quantity
 
 __all__ = [
+    "KARPY_API_VERSION",
     "BudgetDuration",
     "Condition",
     "Duration",
@@ -51,6 +52,8 @@ __all__ = [
     "parse_duration",
     "parse_time",
 ]
+
+KARPY_API_VERSION = "karpy.dev/v1alpha1"  # karpy's own documents: Simulation, Plan, DisruptionDecision, ...
 
 
 class FieldError(ValueError):

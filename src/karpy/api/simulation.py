@@ -23,7 +23,6 @@ from karpy.api import common, core_v1
 from karpy.api import load as api_load
 
 __all__ = [
-    "API_VERSION",
     "DEFAULT_START",
     "ClusterAutoscaler",
     "JobObject",
@@ -35,7 +34,6 @@ __all__ = [
     "validate",
 ]
 
-API_VERSION = "karpy.dev/v1alpha1"
 DEFAULT_START = "2026-03-02T00:00:00Z"  # a Monday, 00:00 UTC
 _CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
 
@@ -279,7 +277,7 @@ class Overprovisioning(_Strict):
 
 class ClusterAutoscaler(common.K8sModel):
     """The fields checked here; further CA flags (``maxNodeProvisionTime``, ``newPodScaleUpDelay``, ...)
-    are read and checked by :func:`karpy.sim.cluster_autoscaler.parse_config`."""
+    are read and checked by :func:`karpy.sim.ca.parse_config`."""
 
     model_config = ConfigDict(extra="allow")
 

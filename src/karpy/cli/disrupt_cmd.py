@@ -16,6 +16,7 @@ from karpy import planning
 from karpy import settings as settings_mod
 from karpy.api import common as api_common
 from karpy.api import load as api_load
+from karpy.api.common import KARPY_API_VERSION
 from karpy.model.errors import InputError
 
 __all__ = ["disrupt", "dry_run_document"]
@@ -24,7 +25,7 @@ __all__ = ["disrupt", "dry_run_document"]
 def dry_run_document(result: planning.DryRun) -> dict[str, Any]:
     command = result.decision.command
     doc: dict[str, Any] = {
-        "apiVersion": "karpy.dev/v1alpha1",
+        "apiVersion": KARPY_API_VERSION,
         "kind": "DisruptionDecision",
         "catalog": result.catalog,
         "now": datetime.fromtimestamp(result.now, UTC).isoformat().replace("+00:00", "Z"),

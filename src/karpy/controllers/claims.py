@@ -17,6 +17,7 @@ replacements (``reason`` = the disruption reason).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from karpy.api import encode
@@ -30,16 +31,27 @@ __all__ = [
     "MANAGED_BY_ANNOTATION",
     "MANAGED_BY_VALUE",
     "REASON_ANNOTATION",
-    "TERMINATION_FINALIZER",
     "claim_labels",
     "new_claim_object",
+    "with_finalizer",
+    "without_finalizer",
 ]
 
 MANAGED_BY_ANNOTATION = "karpy.sh/managed-by"  # the operator refuses to run beside NodeClaims without it
 MANAGED_BY_VALUE = "karpy"
 
-TERMINATION_FINALIZER = "karpenter.sh/termination"
 REASON_ANNOTATION = "karpy.sh/creation-reason"
+
+
+def with_finalizer(finalizers: Iterable[str]) -> list[str] | None:
+    """``finalizers`` with karpy's termination finalizer added at the end; None when it is there."""
+    present = list(finalizers)
+    return None if wk.TERMINATION_FINALIZER in present else [*present, wk.TERMINATION_FINALIZER]
+
+
+def without_finalizer(finalizers: Iterable[str]) -> list[str]:
+    """``finalizers`` without karpy's termination finalizer (the others kept, in order)."""
+    return [f for f in finalizers if f != wk.TERMINATION_FINALIZER]
 
 
 def claim_labels(planned: PlannedClaim, pool: NodePool) -> dict[str, str]:
@@ -82,7 +94,7 @@ def new_claim_object(planned: PlannedClaim, pool: NodePool, *, reason: str) -> d
         expire_after=math.inf if pool.expire_after is None else pool.expire_after,
         termination_grace_period=pool.termination_grace_period,
     )
-    obj = encode.node_claim(claim, generate_name=f"{pool.name}-", finalizers=(TERMINATION_FINALIZER,))
+    obj = encode.node_claim(claim, generate_name=f"{pool.name}-", finalizers=(wk.TERMINATION_FINALIZER,))
     owner: dict[str, Any] = {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",

@@ -44,6 +44,7 @@ from karpy.controllers.result import Result
 from karpy.core import disruption as core
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.objects import Node, NodeClaim
+from karpy.model.taints import DISRUPTED
 from karpy.state.cluster import replaced
 from karpy.state.events import ObjectEvent
 
@@ -191,9 +192,7 @@ class Disruption:
             if name in cluster.marked_for_deletion or claim.name in cluster.marked_for_deletion:
                 continue
             if tainted:
-                self.ctx.log.info(
-                    "disruption: removing a stale %s taint from %s", orchestration.DISRUPTED_TAINT_KEY, name
-                )
+                self.ctx.log.info("disruption: removing a stale %s taint from %s", DISRUPTED.key, name)
                 orchestration.untaint(self.ctx, name)
             if reason:
                 orchestration.clear_reason(self.ctx, claim.name)
@@ -256,7 +255,7 @@ def _marked(node: Node, joined: NodeClaim | None) -> bool:
 
 def _marks(node: Node, claim: NodeClaim) -> tuple[bool, bool]:
     """Whether the Node carries the disrupted taint, and whether the NodeClaim has a DisruptionReason."""
-    tainted = any(t.key == orchestration.DISRUPTED_TAINT_KEY for t in node.taints)
+    tainted = any(t.key == DISRUPTED.key for t in node.taints)
     return tainted, claim.condition(orchestration.DISRUPTION_REASON) is not None
 
 

@@ -42,16 +42,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from karpy.api import encode
+from karpy.controllers.claims import with_finalizer
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core.disruption import drift
 from karpy.model import errors, labels
 from karpy.model.objects import Condition, Node, NodeClaim
-from karpy.model.taints import NO_EXECUTE, NO_SCHEDULE, Taint
+from karpy.model.taints import NO_EXECUTE, NO_SCHEDULE, UNREGISTERED, Taint
 from karpy.ports import BatchLauncher, KubeOp, RawObject
 
 __all__ = [
-    "FINALIZER",
     "GC_INTERVAL",
     "LAUNCH_TTL",
     "REGISTRATION_TTL",
@@ -60,8 +60,6 @@ __all__ = [
     "set_conditions",
 ]
 
-FINALIZER = "karpenter.sh/termination"
-UNREGISTERED = "karpenter.sh/unregistered"
 DO_NOT_SYNC_TAINTS = "karpenter.sh/do-not-sync-taints"
 LAUNCH_TTL = 5 * 60.0
 REGISTRATION_TTL = 15 * 60.0
@@ -76,7 +74,7 @@ _EPHEMERAL = (
     Taint("node.kubernetes.io/unreachable", NO_SCHEDULE),
     Taint("node.kubernetes.io/unreachable", NO_EXECUTE),
     Taint("node.cloudprovider.kubernetes.io/uninitialized", NO_SCHEDULE, "true"),
-    Taint(UNREGISTERED, NO_EXECUTE),
+    UNREGISTERED,
 )
 
 
@@ -214,8 +212,8 @@ class NodeClaimLifecycle:
                 if raw is None:
                     continue
                 finalizers = list(raw["metadata"].get("finalizers") or [])
-                if FINALIZER not in finalizers:
-                    patch["finalizers"] = [*finalizers, FINALIZER]
+                if (added := with_finalizer(finalizers)) is not None:
+                    patch["finalizers"] = added
             pool = self.ctx.cluster.node_pools.get(claim.node_pool)
             version = claim.annotations.get(drift.HASH_VERSION_ANNOTATION)
             if pool is not None and (
@@ -384,10 +382,14 @@ class NodeClaimLifecycle:
         }
         if claim.node_pool:
             node_labels[labels.NODEPOOL] = claim.node_pool
-        taints = [t for t in node.taints if t.key != UNREGISTERED]
+        taints = [t for t in node.taints if t.key != UNREGISTERED.key]
         if len(taints) == len(node.taints):
             self.ctx.event(
-                "Node", node.name, "UnregisteredTaintMissing", f"missing {UNREGISTERED} taint", warning=True
+                "Node",
+                node.name,
+                "UnregisteredTaintMissing",
+                f"missing {UNREGISTERED.key} taint",
+                warning=True,
             )
         if node.labels.get(DO_NOT_SYNC_TAINTS) != "true":
             taints += [t for t in (*claim.taints, *claim.startup_taints) if t not in taints]
@@ -395,8 +397,8 @@ class NodeClaimLifecycle:
             "metadata": {"labels": node_labels},
             "spec": {"taints": [encode.taint(t) for t in taints] or None},
         }
-        if FINALIZER not in finalizers:
-            node_patch["metadata"]["finalizers"] = [*finalizers, FINALIZER]
+        if (added := with_finalizer(finalizers)) is not None:
+            node_patch["metadata"]["finalizers"] = added
         return node_patch
 
     # -- initialization ------------------------------------------------------------------

@@ -31,11 +31,10 @@ from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core.disruption import Command
 from karpy.model import errors, labels
+from karpy.model.taints import DISRUPTED
 
-__all__ = ["DISRUPTED_TAINT_KEY", "DISRUPTION_REASON", "Orchestrator", "Queued", "queue_timeout"]
+__all__ = ["DISRUPTION_REASON", "Orchestrator", "Queued", "queue_timeout"]
 
-DISRUPTED_TAINT_KEY = "karpenter.sh/disrupted"
-DISRUPTED_TAINT = {"key": DISRUPTED_TAINT_KEY, "effect": "NoSchedule"}
 DISRUPTION_REASON = "DisruptionReason"
 POLL_SECONDS = 1.0  # while commands wait for their replacements
 IDLE_SECONDS = 10.0  # when the queue is empty (``wake`` starts it sooner)
@@ -261,9 +260,9 @@ class Orchestrator:
     def _taint(self, node: str) -> None:
         raw = self.ctx.kube.get("Node", node)
         taints: list[dict[str, Any]] = list((raw.get("spec") or {}).get("taints") or [])
-        if any(t.get("key") == DISRUPTED_TAINT_KEY for t in taints):
+        if any(t.get("key") == DISRUPTED.key for t in taints):
             return
-        self.ctx.kube.patch("Node", node, {"spec": {"taints": [*taints, dict(DISRUPTED_TAINT)]}})
+        self.ctx.kube.patch("Node", node, {"spec": {"taints": [*taints, encode.taint(DISRUPTED)]}})
 
     def _set_reason(self, claim: str, command: Command) -> None:
         raw = self.ctx.kube.get("NodeClaim", claim)
@@ -295,7 +294,7 @@ def untaint(ctx: Context, node: str) -> None:
     try:
         raw = ctx.kube.get("Node", node)
         taints = list((raw.get("spec") or {}).get("taints") or [])
-        kept = [t for t in taints if t.get("key") != DISRUPTED_TAINT_KEY]
+        kept = [t for t in taints if t.get("key") != DISRUPTED.key]
         if len(kept) != len(taints):
             ctx.kube.patch("Node", node, {"spec": {"taints": kept}})
     except errors.NotFound:

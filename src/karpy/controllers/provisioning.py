@@ -50,10 +50,10 @@ from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import errors
 from karpy.model.objects import Node, NodeClaim, NodePool, Pod
 from karpy.model.resources import Resources
+from karpy.model.taints import DISRUPTED
 from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = [
-    "DISRUPTED_TAINT",
     "FAILED_SCHEDULING_DEDUPE",
     "NOMINATED_DEDUPE",
     "RETRIGGER_SECONDS",
@@ -67,7 +67,6 @@ __all__ = [
 RETRIGGER_SECONDS = 10.0
 FAILED_SCHEDULING_DEDUPE = 300.0
 NOMINATED_DEDUPE = 120.0
-DISRUPTED_TAINT = "karpenter.sh/disrupted"
 _EPSILON = 1e-6  # seconds; absorbs float rounding of deadlines near 1.7e9
 
 
@@ -192,7 +191,7 @@ class Provisioner:
             hit = provisionable(obj, cluster.nodes)
         elif isinstance(obj, Node):
             leaving = obj.deleting or obj.name in cluster.marked_for_deletion
-            leaving = leaving or any(t.key == DISRUPTED_TAINT for t in obj.taints)
+            leaving = leaving or any(t.key == DISRUPTED.key for t in obj.taints)
             hit = leaving and any(reschedulable(p) for p in cluster.pods_on(obj.name))
         elif isinstance(obj, NodeClaim):
             hit = obj.deleting and any(reschedulable(p) for p in cluster.pods_on(obj.node_name or obj.name))

@@ -26,18 +26,17 @@ from typing import Any
 
 from karpy.api import common as api_common
 from karpy.api import encode
+from karpy.controllers.claims import without_finalizer
 from karpy.controllers.context import Context
 from karpy.controllers.result import Result
 from karpy.core.disruption import candidates
 from karpy.model import errors, labels
 from karpy.model.objects import Node, NodeClaim, Pod
-from karpy.model.taints import NO_SCHEDULE, Taint
+from karpy.model.taints import DISRUPTED
 
-__all__ = ["CRITICAL_PRIORITY_CLASSES", "DISRUPTED_TAINT", "TERMINATION_TIMESTAMP", "Termination", "tier"]
+__all__ = ["CRITICAL_PRIORITY_CLASSES", "TERMINATION_TIMESTAMP", "Termination", "tier"]
 
-FINALIZER = "karpenter.sh/termination"
 TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
-DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", NO_SCHEDULE)
 EXCLUDE_LB = "node.kubernetes.io/exclude-from-external-load-balancers"
 CRITICAL_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 INSTANCE_POLL = 5.0  # CloudProvider.Delete is repeated until NotFound
@@ -116,7 +115,7 @@ class Termination:
             return None
         meta = raw["metadata"]
         finalizers = list(meta.get("finalizers") or [])
-        if FINALIZER not in finalizers:
+        if labels.TERMINATION_FINALIZER not in finalizers:
             return INSTANCE_POLL  # someone else's finalizer holds it
         self._stamp_termination_time(claim, meta)
         node = self._node_of(claim)
@@ -127,7 +126,7 @@ class Termination:
             return INSTANCE_POLL  # the Node's own termination drains it and deletes the instance
         if not self._delete_instance(claim):
             return INSTANCE_POLL
-        rest = [f for f in finalizers if f != FINALIZER]
+        rest = without_finalizer(finalizers)
         try:
             self.ctx.kube.patch("NodeClaim", claim.name, {"metadata": {"finalizers": rest}})
         except errors.NotFound:
@@ -190,7 +189,7 @@ class Termination:
         except errors.NotFound:
             return None
         finalizers = list(raw["metadata"].get("finalizers") or [])
-        if FINALIZER not in finalizers:
+        if labels.TERMINATION_FINALIZER not in finalizers:
             return None  # not karpy's to terminate
         claim = self.ctx.cluster.claim_for_node(node)
         if claim is not None and not claim.deleting:
@@ -209,7 +208,7 @@ class Termination:
                 return wait
             if not self._delete_instance(claim):
                 return INSTANCE_POLL
-        rest = [f for f in finalizers if f != FINALIZER]
+        rest = without_finalizer(finalizers)
         try:
             self.ctx.kube.patch("Node", node.name, {"metadata": {"finalizers": rest}})
         except errors.NotFound:
@@ -241,9 +240,9 @@ class Termination:
             return None
 
     def _taint(self, node: Node) -> None:
-        if DISRUPTED_TAINT in node.taints and node.labels.get(EXCLUDE_LB) == "karpenter":
+        if DISRUPTED in node.taints and node.labels.get(EXCLUDE_LB) == "karpenter":
             return
-        taints = [*node.taints, DISRUPTED_TAINT] if DISRUPTED_TAINT not in node.taints else list(node.taints)
+        taints = [*node.taints, DISRUPTED] if DISRUPTED not in node.taints else list(node.taints)
         patch = {
             "metadata": {"labels": {EXCLUDE_LB: "karpenter"}},
             "spec": {"taints": [encode.taint(t) for t in taints]},

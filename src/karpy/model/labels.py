@@ -20,6 +20,7 @@ __all__ = [
     "OS",
     "REGION",
     "REGISTERED",
+    "TERMINATION_FINALIZER",
     "WINDOWS_BUILD",
     "ZONE",
     "is_restricted_for_pods",
@@ -39,6 +40,7 @@ HOSTNAME = "kubernetes.io/hostname"
 REGISTERED = "karpenter.sh/registered"
 INITIALIZED = "karpenter.sh/initialized"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+TERMINATION_FINALIZER = "karpenter.sh/termination"  # the finalizer on karpy's NodeClaims and Nodes
 
 CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"

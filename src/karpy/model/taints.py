@@ -11,9 +11,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
+    "DISRUPTED",
     "NO_EXECUTE",
     "NO_SCHEDULE",
     "PREFER_NO_SCHEDULE",
+    "UNREGISTERED",
     "Taint",
     "Toleration",
     "first_untolerated",
@@ -34,6 +36,11 @@ class Taint:
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}" if self.value else f"{self.key}:{self.effect}"
+
+
+# Karpenter's own taints (its apis/v1/taints.go)
+DISRUPTED = Taint("karpenter.sh/disrupted", NO_SCHEDULE)  # a node being disrupted: no new pods
+UNREGISTERED = Taint("karpenter.sh/unregistered", NO_EXECUTE)  # a node not registered by karpy yet
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,6 @@ import logging
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +51,7 @@ from karpy.adapters.kube import errors as kube_errors
 from karpy.adapters.kube import events as kube_events
 from karpy.adapters.kube import leader as kube_leader
 from karpy.adapters.kube import watch as kube_watch
+from karpy.api import encode
 from karpy.controllers import claims, nodepool_status
 from karpy.controllers.context import Context
 from karpy.metrics import Metrics
@@ -360,7 +360,7 @@ class Operator:
         generation = int(meta.get("generation") or 0)
         if event.kind == "NodePool":  # ValidationSucceeded and Ready False, NodeClassReady kept
             conditions = nodepool_status.failed_validation_conditions(
-                existing, text, generation=generation, now=time.time()
+                existing, text, generation=generation, now=self.loop.now
             )
         else:
             conditions = [c for c in existing if c.get("type") != VALIDATION_CONDITION]
@@ -372,7 +372,7 @@ class Operator:
                     "status": "False",
                     "reason": "FailedValidation",
                     "message": text[:1024],
-                    "lastTransitionTime": since or kube_leader.micro_time(time.time())[:19] + "Z",
+                    "lastTransitionTime": since or encode.time(self.loop.now),
                     "observedGeneration": generation,
                 }
             )

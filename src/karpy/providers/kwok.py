@@ -47,14 +47,13 @@ from karpy.model.catalog import InstanceType
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.model.objects import Condition, Node, NodeClaim, NodePool
 from karpy.model.requirements import Requirements
-from karpy.model.taints import NO_EXECUTE, Taint
+from karpy.model.taints import UNREGISTERED, Taint
 from karpy.ports import BatchLauncher, Clock, CloudProvider, KubeAPI, KubeOp
 
-__all__ = ["KWOK_LABEL", "PROVIDER_PREFIX", "UNAVAILABLE_TTL", "UNREGISTERED_TAINT", "KwokCloudProvider"]
+__all__ = ["KWOK_LABEL", "PROVIDER_PREFIX", "UNAVAILABLE_TTL", "KwokCloudProvider"]
 
 PROVIDER_PREFIX = "kwok://"
 KWOK_LABEL = "kwok.x-k8s.io/node"
-UNREGISTERED_TAINT = Taint("karpenter.sh/unregistered", NO_EXECUTE)
 UNAVAILABLE_TTL = 180.0  # upstream's unavailable-offerings cache: 3 minutes
 REGISTER_RETRY_MIN, REGISTER_RETRY_MAX = 1.0, 30.0  # a delayed Node write that failed is retried
 
@@ -204,7 +203,7 @@ class KwokCloudProvider:
         node = Node(
             name=node_name,
             labels=launch_labels,
-            taints=_dedupe((UNREGISTERED_TAINT, *claim.taints, *claim.startup_taints)),
+            taints=_dedupe((UNREGISTERED, *claim.taints, *claim.startup_taints)),
             capacity=it.capacity,
             allocatable=it.allocatable,
             provider_id=provider_id,

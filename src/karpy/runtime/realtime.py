@@ -1,7 +1,9 @@
 """``RealtimeLoop``: the same loop, but ``step()`` waits for the wall clock (or a wake-up).
 
-The only place in karpy that reads the wall clock or sleeps. Used by the operator; tests and
-the simulator use the virtual :class:`~karpy.runtime.loop.Loop`.
+The only place in karpy's core, controllers and operator that reads the wall clock or sleeps (the
+Kubernetes and AWS adapters read it for their own protocol: Lease renew times, request timeouts,
+retry backoff). Used by the operator; tests and the simulator use the virtual
+:class:`~karpy.runtime.loop.Loop`.
 """
 
 from __future__ import annotations

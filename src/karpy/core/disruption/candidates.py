@@ -28,7 +28,7 @@ from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod
 from karpy.model.requirements import Requirements
-from karpy.model.taints import NO_SCHEDULE, Taint, first_untolerated
+from karpy.model.taints import DISRUPTED, first_untolerated
 
 __all__ = [
     "EVENTUAL",
@@ -49,7 +49,6 @@ __all__ = [
     "reschedulable",
 ]
 
-DISRUPTED_TAINT = Taint("karpenter.sh/disrupted", NO_SCHEDULE)
 GRACEFUL = "graceful"
 EVENTUAL = "eventual"
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -105,7 +104,7 @@ def evictable(pod: Pod) -> bool:
     owner = pod.controller
     if owner is not None and owner.kind == "Node":
         return False
-    return first_untolerated(pod.tolerations, (DISRUPTED_TAINT,)) is not None
+    return first_untolerated(pod.tolerations, (DISRUPTED,)) is not None
 
 
 def eviction_cost(pod: Pod) -> float:

@@ -43,14 +43,13 @@ import tomli_w
 import yaml
 
 from karpy.model.nodeclass import KubeletConfig
-from karpy.model.taints import NO_EXECUTE, Taint
+from karpy.model.taints import UNREGISTERED, Taint
 from karpy.providers.aws.cluster import ClusterInfo
 
 __all__ = [
     "DO_NOT_SYNC_TAINTS_LABEL",
     "FAMILIES",
     "MAX_USER_DATA_BYTES",
-    "REGISTRATION_TAINT",
     "BootstrapOptions",
     "UserDataError",
     "is_kubelet_label",
@@ -58,7 +57,6 @@ __all__ = [
 ]
 
 MAX_USER_DATA_BYTES = 16384  # EC2: 16 KB of user data, before base64
-REGISTRATION_TAINT = Taint(key="karpenter.sh/unregistered", effect=NO_EXECUTE)
 DO_NOT_SYNC_TAINTS_LABEL = "karpenter.sh/do-not-sync-taints"
 FAMILIES = ("AL2023", "AL2", "Bottlerocket", "Custom", "Windows2019", "Windows2022", "Windows2025")
 
@@ -148,9 +146,7 @@ def _resolve(options: BootstrapOptions) -> _Node:
     labels = {k: v for k, v in options.labels.items() if is_kubelet_label(k)}
     labels[DO_NOT_SYNC_TAINTS_LABEL] = "true"
     # one taint per (key, effect), as kubelet demands; the registration taint always wins its slot
-    chosen: dict[tuple[str, str], Taint] = {
-        (REGISTRATION_TAINT.key, REGISTRATION_TAINT.effect): REGISTRATION_TAINT
-    }
+    chosen: dict[tuple[str, str], Taint] = {(UNREGISTERED.key, UNREGISTERED.effect): UNREGISTERED}
     for taint in sorted(options.taints, key=_taint_order):
         chosen.setdefault((taint.key, taint.effect), taint)
     kubelet = options.kubelet
