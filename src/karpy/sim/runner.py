@@ -35,6 +35,7 @@ from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import EC2NodeClass, NodeClass
 from karpy.model.objects import NodePool
 from karpy.model.requirements import Requirements
+from karpy.model.taints import UNREGISTERED
 from karpy.ports import Clock, RawObject, WatchEvent
 from karpy.runtime import wiring
 from karpy.runtime.loop import Loop, LoopClock
@@ -53,7 +54,6 @@ KARPY = "karpy"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 MODES = (KARPY, CLUSTER_AUTOSCALER)
 JOB_POD_TTL = 60.0  # finished Job pods are removed after this (the TTL-after-finished controller)
-_UNREGISTERED = "karpenter.sh/unregistered"
 _CHUNK = 600.0  # progress is reported every 10 virtual minutes
 _GC_THRESHOLDS = (1_000_000, 20, 100)  # young collections every 1,000,000 allocations (default 700)
 
@@ -248,7 +248,7 @@ class _Housekeeping:
 def _registered(node: RawObject) -> bool:
     taints = (node.get("spec") or {}).get("taints") or []
     return not (node.get("metadata") or {}).get("deletionTimestamp") and not any(
-        t.get("key") == _UNREGISTERED for t in taints
+        t.get("key") == UNREGISTERED.key for t in taints
     )
 
 
