@@ -239,17 +239,35 @@ def _check_disruption(
     expect: Mapping[str, Any], decision: disruption.Decision, order: Sequence[str], well_known: frozenset[str]
 ) -> list[str]:
     command = decision.command
-    failures: list[str] = []
-    got = "no command" if command is None else f"{command.reason} {sorted(command.candidates)}"
-    if "command" in expect and bool(expect["command"]) != (command is not None):
-        blocked = "; ".join(
-            f"{r.node}: {' / '.join(r.reasons)}"
-            for r in decision.records.values()
-            if r.verdict != "not-managed"
-        )
-        return [f"command {command is not None}, want {expect['command']} (got {got}; {blocked})"]
+    mismatch = _command_mismatch(expect, decision)
+    if mismatch is not None:
+        return [mismatch]
     if command is None:
-        return failures
+        return []
+    failures = _check_command(expect, command)
+    launched = [scheduling.launch(r, order, well_known=well_known) for r in command.replacements]
+    return (
+        failures
+        + _check_replacements(expect, command, launched)
+        + _check_replacement_launches(expect, command, launched)
+    )
+
+
+def _command_mismatch(expect: Mapping[str, Any], decision: disruption.Decision) -> str | None:
+    """The failure when a command was expected and none came (or the other way round)."""
+    command = decision.command
+    if "command" not in expect or bool(expect["command"]) == (command is not None):
+        return None
+    got = "no command" if command is None else f"{command.reason} {sorted(command.candidates)}"
+    blocked = "; ".join(
+        f"{r.node}: {' / '.join(r.reasons)}" for r in decision.records.values() if r.verdict != "not-managed"
+    )
+    return f"command {command is not None}, want {expect['command']} (got {got}; {blocked})"
+
+
+def _check_command(expect: Mapping[str, Any], command: disruption.Command) -> list[str]:
+    """The command's reason, the nodes it disrupts and how many replacements it launches."""
+    failures: list[str] = []
     disrupted = set(command.candidates)
     if "reason" in expect and command.reason != expect["reason"]:
         failures.append(f"reason {command.reason}, want {expect['reason']}")
@@ -262,7 +280,14 @@ def _check_disruption(
         failures.append(f"{len(disrupted)} disrupted, want {expect['disruptedCount']}")
     if "replacements" in expect and len(command.replacements) != int(expect["replacements"]):
         failures.append(f"{len(command.replacements)} replacements, want {expect['replacements']}")
-    launched = [scheduling.launch(r, order, well_known=well_known) for r in command.replacements]
+    return failures
+
+
+def _check_replacements(
+    expect: Mapping[str, Any], command: disruption.Command, launched: Sequence[scheduling.Launched | None]
+) -> list[str]:
+    """The instance types the replacements launch as, and those they must not list."""
+    failures: list[str] = []
     chosen = [node.instance_type.name if node is not None else None for node in launched]
     if "replacementInstanceTypesIn" in expect:
         allowed = {str(t) for t in expect["replacementInstanceTypesIn"]}
@@ -273,6 +298,14 @@ def _check_disruption(
         listed = {it.name for r in command.replacements for it in r.instance_types}
         if banned & (set(chosen) | listed):
             failures.append(f"replacements use {sorted(banned & (set(chosen) | listed))}, which are excluded")
+    return failures
+
+
+def _check_replacement_launches(
+    expect: Mapping[str, Any], command: disruption.Command, launched: Sequence[scheduling.Launched | None]
+) -> list[str]:
+    """The capacity types, instance-type options and labels the replacements launch with."""
+    failures: list[str] = []
     if "replacementCapacityType" in expect:
         cts = [node.offering.capacity_type if node is not None else None for node in launched]
         if any(ct != expect["replacementCapacityType"] for ct in cts):
@@ -298,30 +331,45 @@ def _check(
     new_per_pool: Counter[str],
     results: scheduling.Results,
 ) -> list[str]:
-    failures: list[str] = []
     errors = {e.pod.key: e for e in results.errors}
+    failures: list[str] = []
     for raw_name, want in (expect.get("pods") or {}).items():
         key = _pod_key(str(raw_name))
-        got = placed.get(key)
-        if want.get("scheduled") is True and got is None:
-            why = errors[key].summary() if key in errors else "not placed"
-            failures.append(f"{raw_name} pending, want scheduled ({why})")
-            continue
-        if want.get("scheduled") is False and got is not None:
-            failures.append(f"{raw_name} scheduled on {got.node}, want pending")
-            continue
-        if got is None:
-            continue
-        for label, value in (want.get("nodeLabels") or {}).items():
-            if got.labels.get(label) != str(value):
-                failures.append(f"{raw_name} on node with {label}={got.labels.get(label)!r}, want {value!r}")
-        for label, values in (want.get("nodeLabelsIn") or {}).items():
-            if got.labels.get(label) not in [str(v) for v in values]:
-                failures.append(
-                    f"{raw_name} on node with {label}={got.labels.get(label)!r}, want one of {values}"
-                )
-        if "existingNode" in want and (got.new or got.node != want["existingNode"]):
-            failures.append(f"{raw_name} on {got.node}, want existing node {want['existingNode']}")
+        failures.extend(_check_pod(str(raw_name), want, placed.get(key), errors.get(key)))
+    failures.extend(_check_groups(expect, placed))
+    failures.extend(_check_counts(expect, launched, new_per_pool))
+    failures.extend(_check_skews(expect, pods, placed))
+    return failures
+
+
+def _check_pod(
+    raw_name: str, want: Mapping[str, Any], got: _Placed | None, error: scheduling.PodError | None
+) -> list[str]:
+    """One pod of ``expect.pods``: scheduled or pending, and the labels of the node it is on."""
+    if want.get("scheduled") is True and got is None:
+        why = error.summary() if error is not None else "not placed"
+        return [f"{raw_name} pending, want scheduled ({why})"]
+    if want.get("scheduled") is False and got is not None:
+        return [f"{raw_name} scheduled on {got.node}, want pending"]
+    if got is None:
+        return []
+    failures: list[str] = []
+    for label, value in (want.get("nodeLabels") or {}).items():
+        if got.labels.get(label) != str(value):
+            failures.append(f"{raw_name} on node with {label}={got.labels.get(label)!r}, want {value!r}")
+    for label, values in (want.get("nodeLabelsIn") or {}).items():
+        if got.labels.get(label) not in [str(v) for v in values]:
+            failures.append(
+                f"{raw_name} on node with {label}={got.labels.get(label)!r}, want one of {values}"
+            )
+    if "existingNode" in want and (got.new or got.node != want["existingNode"]):
+        failures.append(f"{raw_name} on {got.node}, want existing node {want['existingNode']}")
+    return failures
+
+
+def _check_groups(expect: Mapping[str, Any], placed: Mapping[str, _Placed]) -> list[str]:
+    """``sameNode`` and ``differentNodes``: groups of pods on one node, or each on its own."""
+    failures: list[str] = []
     for group in expect.get("sameNode") or []:
         hosts = {placed[_pod_key(p)].node if _pod_key(p) in placed else None for p in group}
         if len(hosts) != 1 or None in hosts:
@@ -330,6 +378,12 @@ def _check(
         spread = [placed[_pod_key(p)].node if _pod_key(p) in placed else None for p in group]
         if None in spread or len(set(spread)) != len(spread):
             failures.append(f"differentNodes {group}: on {spread}")
+    return failures
+
+
+def _check_counts(expect: Mapping[str, Any], launched: int, new_per_pool: Counter[str]) -> list[str]:
+    """``newNodes``, ``newNodesAtMost`` and ``nodePoolsUsed``: how many new nodes, and from which pools."""
+    failures: list[str] = []
     if "newNodes" in expect and launched != int(expect["newNodes"]):
         failures.append(f"newNodes {launched}, want {expect['newNodes']}")
     if "newNodesAtMost" in expect and launched > int(expect["newNodesAtMost"]):
@@ -337,6 +391,12 @@ def _check(
     for pool, count in (expect.get("nodePoolsUsed") or {}).items():
         if new_per_pool.get(str(pool), 0) != int(count):
             failures.append(f"nodePoolsUsed {pool}: {new_per_pool.get(str(pool), 0)}, want {count}")
+    return failures
+
+
+def _check_skews(expect: Mapping[str, Any], pods: Sequence[Pod], placed: Mapping[str, _Placed]) -> list[str]:
+    """``skew``: the sorted pod counts per topology domain of a selector."""
+    failures: list[str] = []
     for skew in expect.get("skew") or []:
         counts = _skew_counts(skew, pods, placed)
         want_counts = [int(c) for c in skew.get("counts", [])]

@@ -15,8 +15,9 @@ from typing import Any
 from karpy import catalog as catalog_mod
 from karpy import settings as settings_mod
 from karpy.api import load as api_load
-from karpy.core import bound as bound_mod
-from karpy.core import disruption, repack, scheduling
+from karpy.core import disruption, scheduling
+from karpy.core.optimize import bound as bound_mod
+from karpy.core.optimize import repack
 from karpy.core.snapshot import Snapshot
 from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import NodeClass
@@ -24,7 +25,16 @@ from karpy.model.objects import NodePool
 from karpy.state.cluster import Cluster
 from karpy.state.events import ObjectEvent
 
-__all__ = ["PACKINGS", "DryRun", "Plan", "build_cluster", "disrupt", "make_plan", "plan_snapshot"]
+__all__ = [
+    "PACKINGS",
+    "DryRun",
+    "Plan",
+    "build_cluster",
+    "cost_ratio",
+    "disrupt",
+    "make_plan",
+    "plan_snapshot",
+]
 
 PACKINGS = ("faithful", "optimized")
 
@@ -47,12 +57,15 @@ class Plan:
 
     @property
     def cost_ratio(self) -> float | None:
-        """Hourly cost over the lower bound (None without a bound, or a zero bound under a cost)."""
-        if self.bound is None:
-            return None
-        if self.bound.lower_bound <= 0:
-            return 1.0 if self.hourly_cost <= 0 else None
-        return self.hourly_cost / self.bound.lower_bound
+        """Hourly cost over the lower bound (None without a bound; see :func:`cost_ratio`)."""
+        return None if self.bound is None else cost_ratio(self.hourly_cost, self.bound.lower_bound)
+
+
+def cost_ratio(cost: float, lower_bound: float) -> float | None:
+    """``cost`` over ``lower_bound``: 1.0 for nothing at no cost, None for a cost over a zero bound."""
+    if lower_bound <= 0:
+        return 1.0 if cost <= 0 else None
+    return cost / lower_bound
 
 
 class _Types(catalog_mod.PerNodeClass):

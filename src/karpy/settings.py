@@ -16,7 +16,7 @@ class SchedulingSettings:
     max_instance_types: int = 600  # upstream MaxInstanceTypes since v1.7
     preference_policy: str = "Respect"  # Respect | Ignore
     min_values_policy: str = "Strict"  # Strict | BestEffort
-    packing: str = "faithful"  # faithful (upstream's packing) | optimized (karpy plan: core/repack.py)
+    packing: str = "faithful"  # faithful (upstream's packing) | optimized (karpy plan: core/optimize/)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,12 +19,11 @@ from rich.table import Table
 from karpy import planning
 from karpy import settings as settings_mod
 from karpy.api import load as api_load
+from karpy.api.common import KARPY_API_VERSION
 from karpy.catalog import prices as prices_mod
 from karpy.model.errors import InputError
 
 __all__ = ["bound_section", "plan", "plan_document"]
-
-PLAN_API_VERSION = "karpy.dev/v1alpha1"
 
 
 def plan_document(result: planning.Plan) -> dict[str, Any]:
@@ -67,7 +66,7 @@ def plan_document(result: planning.Plan) -> dict[str, Any]:
         for err in result.results.errors
     ]
     doc: dict[str, Any] = {
-        "apiVersion": PLAN_API_VERSION,
+        "apiVersion": KARPY_API_VERSION,
         "kind": "Plan",
         "catalog": result.catalog,
         "summary": {
@@ -99,9 +98,8 @@ def plan_document(result: planning.Plan) -> dict[str, Any]:
 
 
 def _ratio(cost: float, lower: float) -> float | None:
-    if lower <= 0:
-        return 1.0 if cost <= 0 else None
-    return round(cost / lower, 6)
+    ratio = planning.cost_ratio(cost, lower)
+    return None if ratio is None else round(ratio, 6)
 
 
 def bound_section(result: planning.Plan) -> dict[str, Any]:

@@ -51,7 +51,7 @@ def document(
     """The ``--json`` document (no wall-clock figures, so it is reproducible)."""
     first = next(iter(results.values()), None)
     return {
-        "apiVersion": "karpy.dev/v1alpha1",
+        "apiVersion": common.KARPY_API_VERSION,
         "kind": "SimulationResult",
         "scenario": scenario.name,
         "seed": seed,
@@ -154,11 +154,37 @@ def simulate(
     show_progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
     """Simulate SCENARIO on a virtual clock with karpy's controllers and compare."""
+    _check_options(scoring, compare)
+    loaded, others, duration = _load(scenario, compare_with, until)
+    if CA in compare and loaded.baseline is None:
+        raise _fail([f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}"])
+    plan = _plan(loaded, others, compare=compare, ablations=ablations)
+    console = Console(width=160)
+    err = Console(stderr=True)
+    results, walls = _run_all(
+        plan, seed=seed, duration=duration, scoring=scoring, show_progress=show_progress, err=err
+    )
+    doc = document(loaded, seed, results)
+    _print(console, doc, walls)
+    _write(doc, json_out=json_out, report=report, err=err)
+
+
+_Run = tuple[str, scenario_mod.Scenario, str, runner.Overrides]  # name, scenario, mode, overrides
+
+
+def _check_options(scoring: str | None, compare: list[str]) -> None:
+    """Reject an unknown ``--scoring`` or ``--compare`` baseline (exit 2)."""
     if scoring is not None and scoring not in ("LeastAllocated", "MostAllocated"):
         raise _fail([f"--scoring must be LeastAllocated or MostAllocated, not {scoring!r}"])
     for name in compare:
         if name != CA:
             raise _fail([f"--compare: unknown baseline {name!r} (expected {CA})"])
+
+
+def _load(
+    scenario: Path, compare_with: list[Path], until: str | None
+) -> tuple[scenario_mod.Scenario, list[scenario_mod.Scenario], float | None]:
+    """The scenario, the ``--compare-with`` files and the ``--until`` duration (exit 2 on a problem)."""
     try:
         loaded = scenario_mod.load(scenario)
         others = [scenario_mod.load(p) for p in compare_with]
@@ -167,11 +193,18 @@ def simulate(
         raise _fail([str(p) for p in exc.problems]) from None
     except InputError as exc:
         raise _fail([str(exc)]) from None
-    if CA in compare and loaded.baseline is None:
-        raise _fail([f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}"])
-    plan: list[tuple[str, scenario_mod.Scenario, str, runner.Overrides]] = [
-        ("karpy", loaded, runner.KARPY, runner.Overrides())
-    ]
+    return loaded, others, duration
+
+
+def _plan(
+    loaded: scenario_mod.Scenario,
+    others: list[scenario_mod.Scenario],
+    *,
+    compare: list[str],
+    ablations: bool,
+) -> list[_Run]:
+    """The runs, in the order of the table: karpy, its ablations, the baseline, the other configs."""
+    plan: list[_Run] = [("karpy", loaded, runner.KARPY, runner.Overrides())]
     if ablations:
         plan += [(name, loaded, runner.KARPY, o) for name, o in _ABLATIONS.items()]
     if CA in compare:
@@ -180,8 +213,19 @@ def simulate(
         plan.append(
             (f"karpy:{other.name}", loaded.with_karpy_config(other), runner.KARPY, runner.Overrides())
         )
-    console = Console(width=160)
-    err = Console(stderr=True)
+    return plan
+
+
+def _run_all(
+    plan: list[_Run],
+    *,
+    seed: int,
+    duration: float | None,
+    scoring: str | None,
+    show_progress: bool,
+    err: Console,
+) -> tuple[dict[str, runner.RunResult], dict[str, float]]:
+    """Run every entry of ``plan`` under a progress bar: the results and wall times by name."""
     results: dict[str, runner.RunResult] = {}
     walls: dict[str, float] = {}
     with Progress(
@@ -218,7 +262,11 @@ def simulate(
             walls[name] = time.perf_counter() - began
             for problem in results[name].problems:
                 err.print(f"warning: {name}: {problem}", markup=False, highlight=False)
-    doc = document(loaded, seed, results)
+    return results, walls
+
+
+def _print(console: Console, doc: dict[str, Any], walls: dict[str, float]) -> None:
+    """The side-by-side table and, with a Cluster Autoscaler run, where the savings come from."""
     console.print(_table(doc, walls))
     split = report_mod.savings_breakdown(doc["runs"])
     if split:
@@ -229,6 +277,10 @@ def simulate(
             markup=False,
             highlight=False,
         )
+
+
+def _write(doc: dict[str, Any], *, json_out: Path | None, report: Path | None, err: Console) -> None:
+    """Write ``--json`` and ``--report`` when asked for."""
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -2,42 +2,42 @@
 
 Upstream's ``nodeclaim/podevents`` and ``nodeclaim/disruption`` (consolidation part) in one
 task, ``nodeclaim.status``; the wiring wakes it on pod, NodeClaim and NodePool events
-(:meth:`NodeClaimStatus.on_event`).
+(:meth:`NodeClaimStatus.on_event`). Each claim a pass looks at goes through two
+sub-reconcilers, and gets at most one write:
 
-- **Pod events.** For every NodeClaim the controller remembers the pods on its node (key,
-  uid, terminal, terminating). A difference from what it saw last (a pod bound, removed,
-  gone terminal or terminating) is a pod event: it writes ``lastPodEventTime = now`` unless
-  the stored time is less than 10 s old (upstream's dedupe: the event is dropped, not
-  deferred). The first time it sees a claim created after the controller started it
-  compares with an empty node; older claims are taken as they are (a restart is no event).
-- **Consolidatable** is True when :func:`karpy.core.lifecycle.consolidatable` holds, and
-  absent otherwise (cleared as upstream does). The controller requeues at the earliest time
-  a claim could become Consolidatable, at most 5 min ahead.
+- **Pod events** (:mod:`karpy.controllers.nodeclaim_podevents`): a change of the pods on
+  the claim's node writes ``lastPodEventTime = now`` unless the stored time is less than
+  10 s old. The first time it sees a claim created after the controller started it compares
+  with an empty node; older claims are taken as they are (a restart is no event).
+- **Consolidatable** (:mod:`karpy.controllers.nodeclaim_consolidatable`) is True when
+  :func:`karpy.core.lifecycle.consolidatable` holds, and absent otherwise (cleared as
+  upstream does). The controller requeues at the earliest time a claim could become
+  Consolidatable, at most 5 min ahead.
 
 Writes are JSON merge patches of ``status`` (the conditions list is rebuilt from a fresh
 ``get``). Deleting claims and claims whose NodePool is unknown keep their condition as is.
 
-A claim's pod signature is recomputed only when its StateNode holds a different tuple of
-pods (the cluster hands back the same tuple while the node's pods are unchanged). A claim a
-pass had nothing to write for is skipped while its claim and pods objects are the same ones,
-its NodePool's ``consolidateAfter`` (all it reads of the NodePool: a NodePool status write
-changes nothing here) is the same, and its Consolidatable condition could not have flipped
-yet. Such a claim is not even looked at: a pass compares the cluster's StateNodes with the
-last pass's by identity and visits only the replaced ones, the claims it wrote for (or must
-retry) last time and those whose flip time came; anything else (a node or claim come, gone
-or moved, a NodePool's ``consolidateAfter`` changed) makes it a sweep over every claim.
+A claim a pass had nothing to write for is skipped while its claim and pods objects are the
+same ones, its NodePool's ``consolidateAfter`` (all it reads of the NodePool: a NodePool
+status write changes nothing here) is the same, and its Consolidatable condition could not
+have flipped yet. Such a claim is not even looked at: a pass compares the cluster's
+StateNodes with the last pass's by identity and visits only the replaced ones, the claims it
+wrote for (or must retry) last time and those whose flip time came; anything else (a node or
+claim come, gone or moved, a NodePool's ``consolidateAfter`` changed) makes it a sweep over
+every claim.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
-from karpy.api import encode
+from karpy.controllers import nodeclaim_consolidatable
 from karpy.controllers.context import Context
+from karpy.controllers.nodeclaim_consolidatable import CONSOLIDATABLE
+from karpy.controllers.nodeclaim_podevents import POD_EVENT_DEDUPE, PodEvents
 from karpy.controllers.result import Result
-from karpy.core import lifecycle
 from karpy.core.snapshot import StateNode
 from karpy.model import errors
 from karpy.model.objects import NodeClaim, NodePool, Pod
@@ -46,21 +46,28 @@ from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = ["CONSOLIDATABLE", "POD_EVENT_DEDUPE", "REQUEUE_SECONDS", "NodeClaimStatus"]
 
-CONSOLIDATABLE = "Consolidatable"
-POD_EVENT_DEDUPE = 10.0
 REQUEUE_SECONDS = 300.0
 RETRY_SECONDS = 1.0
 
-_PodSig = frozenset[tuple[str, str, bool, bool]]
 _PoolReads = tuple[float | None]  # what a claim's status reads of its NodePool: consolidateAfter
-
-
-def _signature(pods: tuple[Pod, ...]) -> _PodSig:
-    return frozenset((p.key, p.uid, p.is_terminal(), p.deleting) for p in pods)
 
 
 def _claim_name(state: StateNode) -> str | None:
     return state.claim.name if state.claim is not None else None
+
+
+@dataclass(slots=True)
+class _Pass:
+    """What one pass has gathered so far."""
+
+    now: float
+    sweep: bool  # every claim is looked at (else only the places ``_changed`` gave)
+    pools: dict[str, _PoolReads]
+    next_flip: float = REQUEUE_SECONDS  # (seconds from now)
+    alive: set[str] = field(default_factory=set)  # (sweep only, as the next two)
+    positions: dict[str, int] = field(default_factory=dict)
+    places: int = 0  # places of alive claims found: more than ``alive`` if a claim is at two
+    soonest: float = math.inf  # in a sweep: the earliest due of the quiet claims, every one visited
 
 
 class NodeClaimStatus:
@@ -68,9 +75,7 @@ class NodeClaimStatus:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
-        self._started = ctx.now()
-        self._seen: dict[str, _PodSig] = {}
-        self._signatures: dict[str, tuple[tuple[Pod, ...], _PodSig]] = {}  # claim -> (pods, signature)
+        self._pod_events = PodEvents(ctx.now())
         # claim -> (claim, pods, NodePool reads, due) of a pass that had nothing to write for it:
         # while the same claim and pods objects and equal reads come back before ``due`` (when
         # Consolidatable could flip), the claim has nothing to write again and is skipped
@@ -90,90 +95,84 @@ class NodeClaimStatus:
         return isinstance(obj, NodeClaim | NodePool)
 
     def reconcile(self) -> Result:
-        ctx = self.ctx
-        now = ctx.now()
-        cluster = ctx.cluster
-        next_flip = REQUEUE_SECONDS
+        now = self.ctx.now()
+        cluster = self.ctx.cluster
         states = cluster.state_nodes(now)
         pools = {name: (pool.disruption.consolidate_after,) for name, pool in cluster.node_pools.items()}
         visit = self._changed(states, pools, now)
-        sweep = visit is None
-        alive: set[str] = set()
-        positions: dict[str, int] = {}
-        places = 0  # (places of alive claims a sweep found: more than ``alive`` if a claim is at two)
-        soonest = math.inf  # (in a sweep: the earliest due of the quiet claims, every one visited)
+        run = _Pass(now=now, sweep=visit is None, pools=pools)
         for i in range(len(states)) if visit is None else visit:
-            state = states[i]
-            claim = state.claim
-            if claim is None:
-                continue
-            if claim.deleting:
-                if not sweep:  # (a sweep forgets it with every other claim not alive, below)
-                    self._forget(claim.name)
-                continue
-            if sweep:
-                alive.add(claim.name)
-                positions[claim.name] = i
-                places += 1
-            self._loud.discard(claim.name)
-            pool = cluster.node_pools.get(claim.node_pool)
-            reads = pools.get(claim.node_pool)
-            quiet = self._quiet.pop(claim.name, None)
-            if (
-                quiet is not None
-                and quiet[0] is claim
-                and quiet[1] is state.pods
-                and quiet[2] == reads
-                and now < quiet[3]
-            ):
-                self._quiet[claim.name] = quiet  # nothing it reads has changed: nothing to write
-                soonest = min(soonest, quiet[3])
-                continue
-            status: dict[str, Any] = {}
-            cached = self._signatures.get(claim.name)
-            if cached is not None and cached[0] is state.pods:
-                current = cached[1]
-            else:
-                current = _signature(state.pods)
-                self._signatures[claim.name] = (state.pods, current)
-            seen = self._seen.get(claim.name)
-            if seen is None:
-                seen = frozenset() if claim.created + 1.0 > self._started else current
-            self._seen[claim.name] = current
-            if current != seen and (
-                claim.last_pod_event is None or now - claim.last_pod_event >= POD_EVENT_DEDUPE
-            ):
-                status["lastPodEventTime"] = encode.time(now)
-                claim = dataclasses.replace(claim, last_pod_event=float(math.floor(now)))
-            conditions = None
-            due = math.inf
-            if pool is not None:
-                conditions, flips_at = self._consolidatable(pool, claim, now)
-                if flips_at is not None:
-                    due = flips_at
-            if status or conditions is not None:
-                self._loud.add(claim.name)  # looked at again by the next pass, whatever changed
-                if due < math.inf:
-                    next_flip = min(next_flip, due - now)
-                if not self._write(claim.name, status, conditions, now):
-                    self._seen[claim.name] = seen  # retry the pod event with the next pass
-                    next_flip = min(next_flip, RETRY_SECONDS)
-            else:
-                self._quiet[claim.name] = (claim, state.pods, reads, due)  # (not replaced: no status)
-                soonest = min(soonest, due)
-        if sweep:
-            for store in (self._seen, self._signatures, self._quiet):
-                for name in [n for n in store if n not in alive]:
-                    del store[name]
-            self._loud &= alive
-            # a claim at two places (two Nodes with its providerID) is looked at twice per sweep:
-            # only a sweep does that again
-            self._positions = positions if len(alive) == places else None
+            self._visit(run, i, states[i])
+        if run.sweep:
+            self._end_sweep(run)
         else:
-            soonest = min((q[3] for q in self._quiet.values()), default=math.inf)
+            run.soonest = min((q[3] for q in self._quiet.values()), default=math.inf)
         self._states = states
-        next_flip = min(next_flip, soonest - now)
+        next_flip = min(run.next_flip, run.soonest - now)
         return Result(requeue_after=max(0.0, next_flip))
+
+    def _visit(self, run: _Pass, i: int, state: StateNode) -> None:
+        """Look at the claim of ``state`` (at place ``i``): skip it if quiet, else reconcile it."""
+        claim = state.claim
+        if claim is None:
+            return
+        if claim.deleting:
+            if not run.sweep:  # (a sweep forgets it with every other claim not alive)
+                self._forget(claim.name)
+            return
+        if run.sweep:
+            run.alive.add(claim.name)
+            run.positions[claim.name] = i
+            run.places += 1
+        self._loud.discard(claim.name)
+        reads = run.pools.get(claim.node_pool)
+        if not self._still_quiet(run, claim, state, reads):
+            self._reconcile_claim(run, claim, state, reads)
+
+    def _still_quiet(self, run: _Pass, claim: NodeClaim, state: StateNode, reads: _PoolReads | None) -> bool:
+        """True when nothing ``claim`` reads has changed since a pass had nothing to write for it."""
+        quiet = self._quiet.pop(claim.name, None)
+        if quiet is None or quiet[0] is not claim or quiet[1] is not state.pods:
+            return False
+        if quiet[2] != reads or not run.now < quiet[3]:
+            return False
+        self._quiet[claim.name] = quiet  # nothing it reads has changed: nothing to write
+        run.soonest = min(run.soonest, quiet[3])
+        return True
+
+    def _reconcile_claim(
+        self, run: _Pass, claim: NodeClaim, state: StateNode, reads: _PoolReads | None
+    ) -> None:
+        """Run the sub-reconcilers on one claim and write what they ask for, in one patch."""
+        now = run.now
+        pool = self.ctx.cluster.node_pools.get(claim.node_pool)
+        status, claim, seen = self._pod_events.observe(claim, state.pods, now)
+        conditions = None
+        due = math.inf
+        if pool is not None:
+            conditions, flips_at = nodeclaim_consolidatable.change(pool, claim, now)
+            if flips_at is not None:
+                due = flips_at
+        if status or conditions is not None:
+            self._loud.add(claim.name)  # looked at again by the next pass, whatever changed
+            if due < math.inf:
+                run.next_flip = min(run.next_flip, due - now)
+            if not self._write(claim.name, status, conditions, now):
+                self._pod_events.retry(claim.name, seen)  # retry the pod event with the next pass
+                run.next_flip = min(run.next_flip, RETRY_SECONDS)
+        else:
+            self._quiet[claim.name] = (claim, state.pods, reads, due)  # (not replaced: no status)
+            run.soonest = min(run.soonest, due)
+
+    def _end_sweep(self, run: _Pass) -> None:
+        """Forget every claim a sweep did not find, and remember where it found the others."""
+        self._pod_events.keep(run.alive)
+        for name in [n for n in self._quiet if n not in run.alive]:
+            del self._quiet[name]
+        self._loud &= run.alive
+        # a claim at two places (two Nodes with its providerID) is looked at twice per sweep:
+        # only a sweep does that again
+        self._positions = run.positions if len(run.alive) == run.places else None
 
     def _changed(
         self, states: tuple[StateNode, ...], pools: dict[str, _PoolReads], now: float
@@ -204,48 +203,18 @@ class NodeClaimStatus:
         return sorted(places)
 
     def _forget(self, name: str) -> None:
-        for store in (self._seen, self._signatures, self._quiet):
-            store.pop(name, None)
+        self._pod_events.forget(name)
+        self._quiet.pop(name, None)
         self._loud.discard(name)
-
-    def _consolidatable(
-        self, pool: NodePool, claim: NodeClaim, now: float
-    ) -> tuple[bool | None, float | None]:
-        """(desired Consolidatable when it must change, else None; when it could flip next)."""
-        want = lifecycle.consolidatable(pool, claim, now)
-        has = claim.is_true(CONSOLIDATABLE)
-        flips_at: float | None = None
-        since = lifecycle.consolidatable_since(claim)
-        after = pool.disruption.consolidate_after
-        if not want and since is not None and after is not None:
-            flips_at = since + after
-        if want and not has:
-            return True, flips_at
-        if not want and claim.condition(CONSOLIDATABLE) is not None:
-            return False, flips_at
-        return None, flips_at
 
     def _write(self, name: str, status: dict[str, Any], consolidatable: bool | None, now: float) -> bool:
         """Patch the claim's status; False when it should be retried."""
         kube = self.ctx.kube
         try:
             if consolidatable is not None:
-                fresh = kube.get("NodeClaim", name)
-                conditions = [
-                    c
-                    for c in (fresh.get("status") or {}).get("conditions") or []
-                    if c.get("type") != CONSOLIDATABLE
-                ]
-                if consolidatable:
-                    conditions.append(
-                        {
-                            "type": CONSOLIDATABLE,
-                            "status": "True",
-                            "reason": CONSOLIDATABLE,
-                            "lastTransitionTime": encode.time(now),
-                        }
-                    )
-                status["conditions"] = conditions
+                status["conditions"] = nodeclaim_consolidatable.conditions(
+                    kube.get("NodeClaim", name), consolidatable, now
+                )
             kube.patch("NodeClaim", name, {"status": status})
         except errors.NotFound:
             return True  # gone: forgotten on the next pass

@@ -22,15 +22,14 @@ when nothing that it reads changed. It hands back the *same* ``StateNode`` objec
 node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
 cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, pods
 without a node, NodePools, DaemonSets and PDBs while those dicts are unchanged.
+How the StateNodes are built and kept is in :mod:`karpy.state.statenodes` (a base class
+of ``Cluster``).
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
-import math
-import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,41 +39,19 @@ from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.state import statenodes
 from karpy.state.events import DELETED, ObjectEvent, Watched
+from karpy.state.statenodes import deletion_marked, replaced
 
 __all__ = ["Cluster", "InstanceTypeSource", "deletion_marked", "replaced"]
 
 _JOURNAL_MAX = 65536  # changes a journal holds before it forgets the older half
-_NOMINATIONS_KEPT = 1024  # nominations held before the expired ones of names gone are dropped
 
 InstanceTypeSource = Callable[[NodePool, "NodeClass | None"], tuple[InstanceType, ...]]
 
 
-def replaced(current: Sequence[object], previous: Sequence[object]) -> list[int]:
-    """The places at which ``current`` holds another object than ``previous``, compared by identity
-    (two tuples the cluster handed out at two moments, of the same length: StateNodes, claims in
-    name order). The comparison runs in C: cheap next to a walk that looks at every entry."""
-    return list(itertools.compress(range(len(current)), map(operator.is_not, current, previous)))
-
-
-def deletion_marked(marked: set[str], node_name: str | None, claim: NodeClaim | None) -> bool:
-    """A StateNode's deletion mark: a Node's (``node_name``) is its own name's or its claim's; an
-    unjoined claim's (``node_name`` None) is the claim name's alone."""
-    return (node_name is not None and node_name in marked) or (claim is not None and claim.name in marked)
-
-
-def _is_nominated(
-    nominations: dict[str, float], node_name: str | None, claim: NodeClaim | None, now: float
-) -> bool:
-    """A StateNode's nomination at ``now``: a Node's (``node_name``) is its own name's or its
-    claim's; an unjoined claim's (``node_name`` None) is the claim name's alone."""
-    return (node_name is not None and nominations.get(node_name, 0.0) > now) or (
-        claim is not None and nominations.get(claim.name, 0.0) > now
-    )
-
-
 @dataclass
-class Cluster:
+class Cluster(statenodes.StateNodeCache):
     instance_types: InstanceTypeSource
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN
@@ -126,7 +103,7 @@ class Cluster:
         self._marks_changed: set[str] = set()  # names marked or unmarked for deletion (no join changes)
         self._noms_changed: set[str] = set()  # names whose nomination changed (or flipped with time)
         self._nodes_now = 0.0  # the time ``_nodes_out`` was last brought up to
-        self._nominations_limit = _NOMINATIONS_KEPT  # see ``_prune_nominations``
+        self._nominations_limit = statenodes.NOMINATIONS_KEPT  # see ``_prune_nominations``
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
@@ -499,215 +476,6 @@ class Cluster:
             pods = tuple(bound[k] for k in sorted(bound))
             self._bound_sorted[node_name] = pods
         return pods
-
-    def state_nodes(self, now: float = 0.0) -> tuple[StateNode, ...]:
-        """Every Node (joined to its NodeClaim) by name, then every unjoined NodeClaim by name.
-
-        A Node's claim is the last one (in the order of ``claims``) with its providerID, else
-        the first one without a providerID that names the Node. ``nominated`` is evaluated at
-        ``now``. The same tuple comes back while nothing it reads changed (and ``now`` crossed
-        no nomination deadline); a ``StateNode`` whose fields are all unchanged is reused.
-        """
-        version, lo, hi = self._nodes_key
-        within = lo <= now < hi
-        if within and version == self._state_version:
-            return self._nodes_out
-        then = self._nodes_now
-        # (past the 0.0 default of a name without a nomination, every name may flip: a full build)
-        if self._pods_moved is not None and (within or (then < 0.0) == (now < 0.0)):
-            if not within:  # a deadline crossed: only the names nominated until then flip
-                self._noms_changed.update(
-                    name for name, until in self.nominations.items() if (until > then) != (until > now)
-                )
-            # the same deadlines, and ``now`` between the same two: the same interval
-            return self._repod(now, (lo, hi) if within and not self._noms_changed else None)
-        nominations = self.nominations
-        marked = self.marked_for_deletion
-        node_names, claim_names = self.node_names(), self.claim_names()
-        joined: set[str] = set()
-        out: list[StateNode] = []
-        node_states: dict[str, StateNode] = {}
-        claim_states: dict[str, StateNode] = {}
-        positions: dict[str, list[int]] = {}
-        claim_positions: dict[str, list[int]] = {}
-        previous = self._node_states
-        for name in node_names:
-            node = self.nodes[name]
-            claim = (
-                self._pick(self._by_provider.get(node.provider_id), last=True) if node.provider_id else None
-            )
-            if claim is None:
-                claim = self._pick(self._unlaunched.get(name), last=False)
-            if claim is not None:
-                joined.add(claim.name)
-                claim_positions.setdefault(claim.name, []).append(len(out))
-            pods = self._bound_pods(name)
-            is_marked = deletion_marked(marked, name, claim)
-            nominated = _is_nominated(nominations, name, claim, now)
-            state = previous.get(name)
-            if not (
-                state is not None
-                and state.node is node
-                and state.claim is claim
-                and state.pods is pods
-                and state.marked_for_deletion == is_marked
-                and state.nominated == nominated
-            ):
-                state = StateNode(name, node, claim, pods, is_marked, nominated)
-            node_states[name] = state
-            positions[name] = [len(out)]
-            out.append(state)
-        previous = self._claim_states
-        for claim_name in claim_names:
-            if claim_name in joined:
-                continue
-            claim = self.claims[claim_name]
-            node_name = claim.node_name or claim.name
-            pods = self._bound_pods(node_name)
-            is_marked = deletion_marked(marked, None, claim)
-            nominated = _is_nominated(nominations, None, claim, now)
-            state = previous.get(claim_name)
-            if not (
-                state is not None
-                and state.claim is claim
-                and state.name == node_name
-                and state.pods is pods
-                and state.marked_for_deletion == is_marked
-                and state.nominated == nominated
-            ):
-                state = StateNode(node_name, None, claim, pods, is_marked, nominated)
-            claim_states[claim_name] = state
-            positions.setdefault(node_name, []).append(len(out))
-            claim_positions[claim_name] = [len(out)]
-            out.append(state)
-        self._node_states = node_states
-        self._claim_states = claim_states
-        result = tuple(out)
-        if len(result) == len(self._nodes_out) and all(
-            a is b for a, b in zip(result, self._nodes_out, strict=True)
-        ):
-            result = self._nodes_out
-        self._nodes_out = result
-        self._positions = positions
-        self._claim_positions = claim_positions
-        self._pods_moved = set()
-        self._built(now)
-        return result
-
-    def _built(self, now: float, interval: tuple[float, float] | None = None) -> None:
-        """``_nodes_out`` holds for ``now``: key it with the times it holds for (``interval``,
-        when known), and forget the changes it took in."""
-        if len(self.nominations) > self._nominations_limit:  # (before the walk below)
-            self._prune_nominations(now)
-        if interval is None:
-            # ``nominated`` is the same for every time in [lo, hi): no deadline (nor the 0.0
-            # default of a name without one) lies in (now, t] or (t, now]
-            lo, hi = -math.inf, math.inf
-            for until in (0.0, *self.nominations.values()):
-                if until > now:
-                    hi = min(hi, until)
-                else:
-                    lo = max(lo, until)
-        else:
-            lo, hi = interval
-        self._nodes_key = (self._state_version, lo, hi)
-        self._nodes_now = now
-        assert self._pods_moved is not None
-        self._pods_moved.clear()
-        self._claims_changed.clear()
-        self._nodes_changed.clear()
-        self._marks_changed.clear()
-        self._noms_changed.clear()
-
-    def _prune_nominations(self, now: float) -> None:
-        """Drop the nominations that no StateNode can read any more: expired at ``now`` and of a
-        name no Node or NodeClaim has. Every launch nominates its claim, so without this the
-        table (walked by full builds) would grow for as long as the process runs. Run when the
-        table has doubled since the last pruning, so its cost is spread over the nominations."""
-        nodes, claims, nominations = self.nodes, self.claims, self.nominations
-        for name in [
-            n for n, until in nominations.items() if until <= now and n not in nodes and n not in claims
-        ]:
-            del nominations[name]
-        self._nominations_limit = max(_NOMINATIONS_KEPT, 2 * len(nominations))
-
-    def _repod(self, now: float, interval: tuple[float, float] | None) -> tuple[StateNode, ...]:
-        """``_nodes_out`` at ``now`` after only bound pods, Nodes and NodeClaims keeping their
-        joins, deletion marks and nominations (or ``now`` past a deadline) changed: the StateNodes
-        holding those names anew."""
-        moved = self._pods_moved
-        assert moved is not None
-        out = list(self._nodes_out)
-        changed = False
-        for name in self._nodes_changed:
-            node = self.nodes[name]
-            for i in self._positions.get(name, ()):
-                old = out[i]
-                if old.node is not None and old.node is not node:  # (the other places: unjoined claims)
-                    self._replace(out, i, node, old.claim, old.pods)
-                    changed = True
-        for name in moved:
-            places = self._positions.get(name)
-            if not places:
-                continue
-            pods = self._bound_pods(name)
-            for i in places:
-                old = out[i]
-                if old.pods is not pods:
-                    self._replace(out, i, old.node, old.claim, pods)
-                    changed = True
-        for claim_name in self._claims_changed:
-            claim = self.claims[claim_name]
-            for i in self._claim_positions.get(claim_name, ()):
-                old = out[i]
-                if old.claim is not claim:
-                    self._replace(out, i, old.node, claim, old.pods)
-                    changed = True
-        marked = self.marked_for_deletion
-        for name in self._marks_changed:
-            for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
-                old = out[i]
-                is_marked = deletion_marked(marked, old.name if old.node is not None else None, old.claim)
-                if is_marked != old.marked_for_deletion:
-                    self._replace(out, i, old.node, old.claim, old.pods, marked=is_marked)
-                    changed = True
-        nominations = self.nominations
-        for name in self._noms_changed:
-            for i in {*self._positions.get(name, ()), *self._claim_positions.get(name, ())}:
-                old = out[i]
-                nominated = _is_nominated(
-                    nominations, old.name if old.node is not None else None, old.claim, now
-                )
-                if nominated != old.nominated:
-                    self._replace(out, i, old.node, old.claim, old.pods, nominated=nominated)
-                    changed = True
-        if changed:
-            self._nodes_out = tuple(out)
-        self._built(now, interval)
-        return self._nodes_out
-
-    def _replace(
-        self,
-        out: list[StateNode],
-        i: int,
-        node: Node | None,
-        claim: NodeClaim | None,
-        pods: tuple[Pod, ...],
-        *,
-        marked: bool | None = None,
-        nominated: bool | None = None,
-    ) -> None:
-        """Put a StateNode with these parts and the flags of ``out[i]`` (``marked``, ``nominated``:
-        this deletion mark, this nomination instead) at ``i``."""
-        old = out[i]
-        is_marked = old.marked_for_deletion if marked is None else marked
-        is_nominated = old.nominated if nominated is None else nominated
-        out[i] = state = StateNode(old.name, node, claim, pods, is_marked, is_nominated)
-        if state.node is not None:
-            self._node_states[state.name] = state
-        else:
-            assert state.claim is not None
-            self._claim_states[state.claim.name] = state
 
     def _sorted_values(
         self,

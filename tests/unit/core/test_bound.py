@@ -1,4 +1,4 @@
-"""The LP lower bound of ``karpy plan --bound`` (``karpy.core.bound``).
+"""The LP lower bound of ``karpy plan --bound`` (``karpy.core.optimize.bound``).
 
 Exact on cases solvable by hand, never above a feasible packing built by hand or by the
 scheduler, monotone in the pods, and computed over the node kinds the scheduler's own
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import builders as b
-from karpy.core import bound
+from karpy.core.optimize import bound
 from karpy.core.scheduling import launch, solve
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk

@@ -1,4 +1,7 @@
-"""``packing: optimized`` (``karpy.core.repack``): never dearer, every pod kept, constrained pods stay."""
+"""``packing: optimized`` (``karpy.core.optimize.repack``).
+
+Never dearer, every pod kept, constrained pods stay.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import builders as b
-from karpy.core import bound, repack
+from karpy.core.optimize import bound, repack
 from karpy.core.scheduling import Launched, launch, solve
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk

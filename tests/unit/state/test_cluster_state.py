@@ -316,7 +316,7 @@ def test_default_nomination_time_counts_for_negative_now() -> None:
 def test_expired_nominations_of_names_gone_are_dropped_once_the_table_doubles() -> None:
     """Every launch nominates its claim: the table must not grow for as long as the process runs.
     Only what no StateNode can read goes (expired, of a name no Node or NodeClaim has)."""
-    from karpy.state.cluster import _NOMINATIONS_KEPT
+    from karpy.state.statenodes import NOMINATIONS_KEPT as _NOMINATIONS_KEPT
 
     cluster = make_cluster()
     cluster.nominate("n2", 30.0)  # a Node's: kept although expired (a query back in time reads it)

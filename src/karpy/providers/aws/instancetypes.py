@@ -115,6 +115,58 @@ def _accelerator(info: Mapping[str, Any]) -> tuple[str | None, str | None, int |
     return None, None, None, None
 
 
+def _processor(info: Mapping[str, Any]) -> tuple[str | None, str | None, int]:
+    """(kubernetes architecture, CPU manufacturer, sustained clock in MHz, 0 when unknown)."""
+    proc = info.get("ProcessorInfo") or {}
+    archs = proc.get("SupportedArchitectures") or []
+    clock = proc.get("SustainedClockSpeedInGhz")
+    return (
+        next((ARCHITECTURES[a] for a in archs if a in ARCHITECTURES), None),
+        _kebab(proc.get("Manufacturer")),
+        round(float(clock) * 1000) if clock is not None else 0,
+    )
+
+
+def _karpenter_eligible(info: Mapping[str, Any]) -> bool:
+    """HVM virtualisation and an architecture Karpenter labels."""
+    archs = (info.get("ProcessorInfo") or {}).get("SupportedArchitectures") or []
+    return "hvm" in (info.get("SupportedVirtualizationTypes") or ()) and any(
+        a in ARCHITECTURES for a in archs
+    )
+
+
+def _gpu(info: Mapping[str, Any]) -> tuple[int | None, str | None, str | None, int | None]:
+    """(count, name, manufacturer, memory MiB) of a single GPU kind, else all None."""
+    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
+    gpu = gpus[0] if len(gpus) == 1 else None
+    if not gpu:
+        return None, None, None, None
+    memory = (gpu.get("MemoryInfo") or {}).get("SizeInMiB")
+    return gpu.get("Count"), _kebab(gpu.get("Name")), _kebab(gpu.get("Manufacturer")), memory
+
+
+def _network(info: Mapping[str, Any]) -> tuple[int | None, int | None, int | None, bool | None]:
+    """(ENIs of the default network card, IPv4 addresses per ENI, EFA interfaces, encryption in transit)."""
+    net = info.get("NetworkInfo") or {}
+    card_index = net.get("DefaultNetworkCardIndex", 0)
+    cards = [c for c in net.get("NetworkCards") or [] if c.get("NetworkCardIndex", 0) == card_index]
+    max_enis = cards[0].get("MaximumNetworkInterfaces") if cards else net.get("MaximumNetworkInterfaces")
+    efa_max = (net.get("EfaInfo") or {}).get("MaximumEfaInterfaces")
+    return max_enis, net.get("Ipv4AddressesPerInterface"), efa_max, net.get("EncryptionInTransitSupported")
+
+
+def _storage(info: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """(EBS bandwidth in Mbps when EBS-optimized by default, local NVMe GB, instance storage GB)."""
+    ebs = info.get("EbsInfo") or {}
+    ebs_bandwidth = None
+    if ebs.get("EbsOptimizedSupport") == "default":
+        ebs_bandwidth = (ebs.get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
+    store = info.get("InstanceStorageInfo")
+    storage_gb = store.get("TotalSizeInGB") if store else None
+    nvme = store is not None and store.get("NvmeSupport") not in (None, "unsupported")
+    return ebs_bandwidth, storage_gb if nvme else None, storage_gb
+
+
 def shape_from_info(info: Mapping[str, Any], shipped: capacity_mod.Ec2Shape | None) -> capacity_mod.Ec2Shape:
     """One DescribeInstanceTypes ``InstanceTypeInfo`` as an :class:`Ec2Shape`, each field derived
     as ``shared/data/aws/README.md`` states (the shipped data came from the same answers).
@@ -126,23 +178,11 @@ def shape_from_info(info: Mapping[str, Any], shipped: capacity_mod.Ec2Shape | No
     name = info["InstanceType"]
     family, _, size = name.partition(".")
     match = _CATEGORY_GENERATION.match(name)
-    proc = info.get("ProcessorInfo") or {}
-    archs = proc.get("SupportedArchitectures") or []
-    clock = proc.get("SustainedClockSpeedInGhz")
-    gpus = (info.get("GpuInfo") or {}).get("Gpus") or []
-    gpu = gpus[0] if len(gpus) == 1 else None
+    kube_arch, cpu_manufacturer, cpu_clock_mhz = _processor(info)
+    gpu_count, gpu_name, gpu_manufacturer, gpu_memory_mib = _gpu(info)
     acc_name, acc_manufacturer, acc_count, neuron_cores = _accelerator(info)
-    net = info.get("NetworkInfo") or {}
-    card_index = net.get("DefaultNetworkCardIndex", 0)
-    cards = [c for c in net.get("NetworkCards") or [] if c.get("NetworkCardIndex", 0) == card_index]
-    max_enis = cards[0].get("MaximumNetworkInterfaces") if cards else net.get("MaximumNetworkInterfaces")
-    ebs = info.get("EbsInfo") or {}
-    ebs_bandwidth = None
-    if ebs.get("EbsOptimizedSupport") == "default":
-        ebs_bandwidth = (ebs.get("EbsOptimizedInfo") or {}).get("MaximumBandwidthInMbps")
-    store = info.get("InstanceStorageInfo")
-    storage_gb = store.get("TotalSizeInGB") if store else None
-    nvme = store is not None and store.get("NvmeSupport") not in (None, "unsupported")
+    max_enis, ipv4_per_eni, efa_max, encryption_in_transit = _network(info)
+    ebs_bandwidth, local_nvme_gb, storage_gb = _storage(info)
     return capacity_mod.Ec2Shape(
         name=name,
         family=family,
@@ -151,31 +191,30 @@ def shape_from_info(info: Mapping[str, Any], shipped: capacity_mod.Ec2Shape | No
         memory_mib=int(info["MemoryInfo"]["SizeInMiB"]),
         category=match.group(1) if match else None,
         generation=int(match.group(3)) if match else None,
-        kube_arch=next((ARCHITECTURES[a] for a in archs if a in ARCHITECTURES), None),
-        cpu_manufacturer=_kebab(proc.get("Manufacturer")),
-        cpu_clock_mhz=round(float(clock) * 1000) if clock is not None else 0,
-        gpu_count=gpu.get("Count") if gpu else None,
-        gpu_name=_kebab(gpu.get("Name")) if gpu else None,
-        gpu_manufacturer=_kebab(gpu.get("Manufacturer")) if gpu else None,
-        gpu_memory_mib=(gpu.get("MemoryInfo") or {}).get("SizeInMiB") if gpu else None,
+        kube_arch=kube_arch,
+        cpu_manufacturer=cpu_manufacturer,
+        cpu_clock_mhz=cpu_clock_mhz,
+        gpu_count=gpu_count,
+        gpu_name=gpu_name,
+        gpu_manufacturer=gpu_manufacturer,
+        gpu_memory_mib=gpu_memory_mib,
         accelerator_name=acc_name,
         accelerator_manufacturer=acc_manufacturer,
         accelerator_count=acc_count,
         neuron_cores=neuron_cores,
         max_enis=max_enis,
-        ipv4_per_eni=net.get("Ipv4AddressesPerInterface"),
+        ipv4_per_eni=ipv4_per_eni,
         pod_eni=shipped.pod_eni if shipped else None,
-        efa_max=(net.get("EfaInfo") or {}).get("MaximumEfaInterfaces"),
+        efa_max=efa_max,
         network_bandwidth_mbps=shipped.network_bandwidth_mbps if shipped else None,
         ebs_bandwidth_mbps=ebs_bandwidth,
-        local_nvme_gb=storage_gb if nvme else None,
+        local_nvme_gb=local_nvme_gb,
         instance_storage_gb=storage_gb,
         hypervisor=info.get("Hypervisor", ""),  # absent on bare metal: Karpenter labels ""
         bare_metal=info.get("BareMetal"),
         capacity_types=tuple(u for u in info.get("SupportedUsageClasses") or () if u in _USAGE_CLASSES),
-        encryption_in_transit=net.get("EncryptionInTransitSupported"),
-        karpenter_eligible="hvm" in (info.get("SupportedVirtualizationTypes") or ())
-        and any(a in ARCHITECTURES for a in archs),
+        encryption_in_transit=encryption_in_transit,
+        karpenter_eligible=_karpenter_eligible(info),
     )
 
 

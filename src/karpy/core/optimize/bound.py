@@ -29,7 +29,7 @@ integrality of nodes. :func:`per_pod_floor` is a cruder bound (each resource alo
 pod on its cheapest kind per unit) kept as a sanity floor: ``floor <= LP``.
 
 Pure: no I/O, no clock. Used by :mod:`karpy.planning` (``karpy plan --bound``) and by
-:mod:`karpy.core.repack`.
+:mod:`karpy.core.optimize.repack`.
 """
 
 from __future__ import annotations
