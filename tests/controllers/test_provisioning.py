@@ -281,8 +281,8 @@ def test_limits_are_rechecked_at_create_against_current_usage(monkeypatch: pytes
     world, _ = make_world(raw_pool(limits={"cpu": "10"}))
     real_solve = scheduling.solve
 
-    def solve_while_someone_launches(snapshot: Any, pods: Any) -> Any:
-        results = real_solve(snapshot, pods)
+    def solve_while_someone_launches(snapshot: Any, pods: Any, **kw: Any) -> Any:
+        results = real_solve(snapshot, pods, **kw)
         # a NodeClaim launched meanwhile (say, a disruption replacement) uses most of the limit
         rival = builders.node_claim(
             "rival",

@@ -166,6 +166,7 @@ class Provisioner:
         self._failed = _Dedupe(FAILED_SCHEDULING_DEDUPE, {})
         self._nominated = _Dedupe(NOMINATED_DEDUPE, {})
         self.batches = 0  # batches run (for tests and the simulator's report)
+        self.caches = scheduling.SchedulingCaches()  # what this controller's solves share
 
     # -- the batch window ----------------------------------------------------------------
     def trigger(self) -> None:
@@ -241,7 +242,7 @@ class Provisioner:
             return False
         started = self._timer() if self._timer is not None else None
         solved = pending + moving
-        results = scheduling.solve(snapshot, solved)
+        results = scheduling.solve(snapshot, solved, caches=self.caches)
         if started is not None and self._timer is not None:
             ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(self._timer() - started)
         until = now + nomination_ttl(ctx.settings.batch.max_seconds)

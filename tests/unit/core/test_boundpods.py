@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from builders import anti_affinity_term, pod
 from karpy.core.scheduling import boundpods
 from karpy.core.scheduling.boundpods import BoundIndex
+from karpy.core.scheduling.cache import IdentityCache
 from karpy.model.objects import Pod
 from karpy.model.selectors import LabelSelector
 
@@ -130,20 +131,20 @@ def test_a_bucket_that_did_not_change_is_the_same_list_with_the_same_count() -> 
 
 
 def test_solves_derive_the_index_from_the_one_used_last() -> None:
-    boundpods.INDEXES.clear()
+    cache: IdentityCache[BoundIndex] = IdentityCache(4)
     first = tuple(_pool(30))
-    index = boundpods.bound_index(first)
+    index = boundpods.bound_index(first, cache)
     index.buckets("b")
     second = (*first, pod("late", namespace="b", labels={"app": "db"}, node_name="n1"))
-    derived = boundpods.bound_index(second)
+    derived = boundpods.bound_index(second, cache)
     assert derived is not index and derived._old["b"] is index._built["b"]
     third = (*second, pod("later", namespace="a", labels={"app": "db"}, node_name="n2"))
-    skipped = boundpods.bound_index(third)  # derived from second, which never read "b"
+    skipped = boundpods.bound_index(third, cache)  # derived from second, which never read "b"
     assert "b" not in derived._built and skipped._old["b"] is index._built["b"]
     assert _shape(skipped, "b") == _shape(BoundIndex(third), "b")
-    assert boundpods.bound_index(first) is index  # still known
-    boundpods.INDEXES.clear()
-    assert boundpods.bound_index(second)._old == {}
+    assert boundpods.bound_index(first, cache) is index  # still known
+    cache.clear()
+    assert boundpods.bound_index(second, cache)._old == {}
 
 
 def test_a_namespace_is_bucketed_from_nothing_where_the_order_changed_or_a_pod_comes_twice() -> None:

@@ -1,4 +1,4 @@
-"""What packing a NodeClaim remembers across solves gives exactly the fresh answers (issue 6).
+"""What packing a NodeClaim remembers across solves gives exactly the fresh answers.
 
 The solves of a disruption pass share each NodePool's ``TypeIndex`` (cache.py). ``narrow``
 remembers its answers by (options, requirements, requests) compared by value, and
@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from test_scheduling_perf_equivalence import digest, scenarios
 
 import builders as b
-from karpy.core.scheduling import nodeclaim, scheduler, typeindex
+from karpy.core import scheduling
+from karpy.core.scheduling import nodeclaim, reference, scheduler, typeindex
 from karpy.core.scheduling.daemons import DaemonOverhead
 from karpy.core.scheduling.limits import within_limits
 from karpy.core.scheduling.nodeclaim import ClaimInProgress, Unfit
@@ -182,21 +183,16 @@ def _variants(snap: Snapshot) -> list[Snapshot]:
 def test_solves_sharing_templates_equal_one_by_one_solves(scenario: tuple[Snapshot, list[Pod]]) -> None:
     """A pass's solves in a row (the index remembers across them) against the reference path."""
     snap, pods = scenario
-    scheduler._TEMPLATES.clear()
-    warm = [digest(scheduler.solve(variant, pods)) for variant in _variants(snap)]
-    saved = scheduler.FAST_PATHS, nodeclaim.FAST_FILTER
-    scheduler.FAST_PATHS, nodeclaim.FAST_FILTER = False, False
-    try:
-        slow = [digest(scheduler.solve(variant, pods)) for variant in _variants(snap)]
-    finally:
-        scheduler.FAST_PATHS, nodeclaim.FAST_FILTER = saved
+    caches = scheduling.SchedulingCaches()  # the solves of the pass share its templates
+    warm = [digest(scheduler.solve(variant, pods, caches=caches)) for variant in _variants(snap)]
+    slow = [digest(reference.solve(variant, pods)) for variant in _variants(snap)]
     assert warm == slow
 
 
 def test_claim_reuses_the_sum_of_its_last_check_only_for_that_pod() -> None:
     snap = b.snapshot(pools=[b.node_pool()], types=[b.instance_type("m", cpu="8", memory="16Gi")])
     small, big = b.pod("small", cpu="1"), b.pod("big", cpu="2")
-    solver = scheduler._Solver(snap, [small, big])
+    solver = scheduler.Solver(snap, [small, big])
     template = solver.templates[0]
     assert template.index is not None
     claim = ClaimInProgress.open(template, "h", template.index.all, solver.topology, solver.well_known)

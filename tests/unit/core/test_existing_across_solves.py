@@ -1,4 +1,4 @@
-"""Existing nodes across solves (issue 6): the solves of a disruption pass see the same StateNodes,
+"""Existing nodes across solves: the solves of a disruption pass see the same StateNodes,
 so each node keeps, per kind of pod, the verdict of its checks before topology, and NodePool usage
 is counted from the difference to the last full count. A warm solve must give exactly what a cold
 one gives, rejection messages included."""
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import builders as b
 from karpy.core import lifecycle, scheduling
-from karpy.core.scheduling import existing, limits, scheduler
+from karpy.core.scheduling import existing, limits, reference, scheduler
 from karpy.core.scheduling.nodeclaim import Unfit
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.objects import Pod
@@ -46,22 +46,20 @@ def digest(results: scheduling.Results) -> dict[str, Any]:
 
 def verdicts(snap: Snapshot) -> list[Unfit | None]:
     """The verdicts the snapshot's nodes remember (a solver finds their shared parts)."""
-    return [v for base in scheduler._Solver(snap, []).bases for v in base.verdicts.values()]
+    return [v for base in scheduler.Solver(snap, []).bases for v in base.verdicts.values()]
+
+
+CACHES = scheduling.SchedulingCaches()  # shared by the warm solves, as a controller's are
 
 
 def solves(snapshot: Snapshot, pods: Sequence[Pod], **kw: Any) -> list[dict[str, Any]]:
     """The same solve warm (what earlier solves left), cold, and one by one (the reference path
     runs every check: no remembered verdicts)."""
-    warm = digest(scheduling.solve(snapshot, pods, **kw))
+    warm = digest(scheduling.solve(snapshot, pods, caches=CACHES, **kw))
     forget()
-    cold = digest(scheduling.solve(snapshot, pods, **kw))
-    saved = scheduler.FAST_PATHS
-    scheduler.FAST_PATHS = False
-    try:
-        reference = digest(scheduling.solve(snapshot, pods, **kw))
-    finally:
-        scheduler.FAST_PATHS = saved
-    return [warm, cold, reference]
+    cold = digest(scheduling.solve(snapshot, pods, caches=scheduling.SchedulingCaches(), **kw))
+    one_by_one = digest(reference.solve(snapshot, pods, **kw))
+    return [warm, cold, one_by_one]
 
 
 def _cluster() -> Snapshot:
@@ -358,19 +356,14 @@ def test_only_nodes_a_pod_gets_past_the_remembered_checks_of_are_built() -> None
     busy = [b.pod(f"busy-{i}", cpu="900m", node_name=f"full-{i}") for i in range(4)]
     snap = b.snapshot(pools=[], types=[], nodes=[*full, roomy], pods=busy)
     pods = [b.pod("big", cpu="2"), b.pod("huge", cpu="8")]
-    solver = scheduler._Solver(snap, pods)
+    solver = scheduler.Solver(snap, pods)
     results = solver.solve(pods)
     assert results.existing == {"default/big": "roomy"}
     assert [node is not None for node in solver.existing] == [False, False, False, False, True]
     [error] = results.errors
     assert error.reasons["existing nodes"].startswith("5 nodes did not fit, e.g. full-0: not enough cpu")
-    saved = scheduler.FAST_PATHS
-    scheduler.FAST_PATHS = False
-    try:
-        reference = scheduler.solve(snap, pods)
-    finally:
-        scheduler.FAST_PATHS = saved
-    assert (reference.existing, reference.errors) == (results.existing, results.errors)
+    one_by_one = reference.solve(snap, pods)
+    assert (one_by_one.existing, one_by_one.errors) == (results.existing, results.errors)
 
 
 def test_the_walk_skips_only_nodes_with_a_lasting_objection() -> None:
@@ -379,11 +372,11 @@ def test_the_walk_skips_only_nodes_with_a_lasting_objection() -> None:
     lacks does not (a topology narrowing may still define it), nor does no objection at all."""
     forget()
     snap = _cluster()
-    places = existing.existing_places(snap)
+    places = existing.existing_places(snap, scheduling.SchedulingCaches().places)
     assert [n.name for n in places.active] == ["a-taint", "b-full", "c-port", "d-open"]
 
     def fitting(pod: Pod, windows: tuple[bool, ...] | None = None) -> list[str]:
-        data = scheduler._Solver(snap, [pod]).pod_data(pod)
+        data = scheduler.Solver(snap, [pod]).pod_data(pod)
         kept = places.fitting(windows, pod, data, existing.pod_kind(pod, data))
         return [places.active[i].name for i in kept]
 
@@ -398,7 +391,7 @@ def test_the_walk_skips_only_nodes_with_a_lasting_objection() -> None:
     ]
     picky = b.pod("picky", cpu="50m", node_selector={"disk": "ssd"})
     assert fitting(picky) == ["b-full", "c-port", "d-open"]
-    data = scheduler._Solver(snap, [picky]).pod_data(picky)
+    data = scheduler.Solver(snap, [picky]).pod_data(picky)
     objection = places.bases[3].known_unfit(False, picky, data, existing.pod_kind(picky, data))
     assert objection is not None and not objection.monotone  # rejected now, kept all the same
     # a running pod in a consolidation solve skips the nodes inside their consolidateAfter window;
@@ -415,6 +408,6 @@ def test_nodes_without_keeps_the_order_of_the_rest() -> None:
     nodes = [b.node(name) for name in ("d", "a", "c", "a", "b")]
     snap = b.snapshot(pools=[], types=[], nodes=nodes)
     assert [n.name for n in snap.nodes] == ["d", "a", "c", "a", "b"]
-    places = existing.existing_places(snap)
+    places = existing.existing_places(snap, scheduling.SchedulingCaches().places)
     for names in (frozenset(), frozenset({"a"}), frozenset({"d", "b", "gone"}), frozenset("abcd")):
         assert places.nodes_without(names) == tuple(n for n in snap.nodes if n.name not in names), names

@@ -1,12 +1,12 @@
-"""The scheduler's fast paths give exactly the one-by-one results (issue 4).
+"""The scheduler's fast paths give exactly the one-by-one results.
 
 The fast paths: numpy instance-type masks (``TypeIndex``) instead of the per-type filter,
 bucketed claim order instead of a sort per pod, and grouped rejection (a pod skips the places
 that rejected an identical sibling for good: taints, host ports, requirement conflicts,
 resources, anti-affinity, hostname spread; and, within one pod, existing nodes with the same
-topology domains as one that failed). The reference path (``scheduler.FAST_PATHS = False``,
-``nodeclaim.FAST_FILTER = False``) tries every place one by one with the straightforward filter
-and re-sorts the claims before every pod, as upstream. Random scenarios favour many identical
+topology domains as one that failed). The reference algorithm
+(:mod:`karpy.core.scheduling.reference`) tries every place one by one with the straightforward
+filter and re-sorts the claims before every pod, as upstream. Random scenarios favour many identical
 replicas (deployments) so that the grouped paths are exercised, with spreads, (anti-)affinity,
 preferences that need relaxing, taints, host ports, limits, existing nodes and DaemonSets.
 """
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import builders as b
-from karpy.core.scheduling import nodeclaim, scheduler
+from karpy.core.scheduling import reference, scheduler
 from karpy.core.scheduling.results import Results
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk
@@ -60,12 +60,7 @@ def digest(results: Results) -> dict[str, Any]:
 
 def solve_both(snapshot: Snapshot, pods: list[Pod]) -> tuple[dict[str, Any], dict[str, Any]]:
     fast = digest(scheduler.solve(snapshot, pods))
-    saved = scheduler.FAST_PATHS, nodeclaim.FAST_FILTER
-    scheduler.FAST_PATHS, nodeclaim.FAST_FILTER = False, False
-    try:
-        slow = digest(scheduler.solve(snapshot, pods))
-    finally:
-        scheduler.FAST_PATHS, nodeclaim.FAST_FILTER = saved
+    slow = digest(reference.solve(snapshot, pods))
     return fast, slow
 
 

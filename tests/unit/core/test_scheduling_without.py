@@ -1,4 +1,4 @@
-"""``solve(snapshot, pods, without=names)`` is the solve of the snapshot minus those nodes (issue 6).
+"""``solve(snapshot, pods, without=names)`` is the solve of the snapshot minus those nodes.
 
 A disruption pass solves one snapshot without one candidate after another; the solver then
 shares the work of the snapshot's nodes (their order and NodeBases, the NodePool usage) across

@@ -11,7 +11,9 @@ import random
 import pytest
 
 from builders import anti_affinity_term, instance_type, node, node_claim, node_pool, pod, snapshot, spread
-from karpy.core.scheduling import boundpods, topology
+from karpy.core.scheduling import boundpods, topocounts, topology
+from karpy.core.scheduling.boundpods import bound_index
+from karpy.core.scheduling.caches import SchedulingCaches
 from karpy.core.scheduling.topology import Topology, build_domain_groups
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels as wk
@@ -19,6 +21,7 @@ from karpy.model.objects import Pod
 from karpy.model.taints import Taint, Toleration
 
 ZONES = ("z1", "z2", "z3")
+CACHES = SchedulingCaches()  # what the solves of a pass share
 WEB = {"app": "web"}
 TAINT = Taint("dedicated", "NoSchedule", "gpu")
 
@@ -108,6 +111,7 @@ def _topology(snap: Snapshot, pods: list[Pod]) -> Topology:
         domain_groups=build_domain_groups(snap.node_pools, snap.instance_types),
         pods=pods,
         respect_preferences=True,
+        bound=bound_index(snap.pods, CACHES.bound_indexes),
     )
 
 
@@ -134,8 +138,8 @@ def test_cached_counts_equal_plain_counts_across_the_solves_of_a_pass(warm: bool
     compared = 0
     for reduced, pods in _solves(snap):
         if not warm:
-            boundpods.INDEXES.clear()
-            topology._VIEWS.clear()
+            CACHES.clear()
+            topocounts._VIEWS.clear()
         cached = _topology(reduced, pods)
         assert not cached._plain
         assert _state(cached) == _state(_plain(reduced, pods))
@@ -169,16 +173,16 @@ def test_counts_from_the_whole_snapshot_equal_plain_counts_of_the_reduced_one(wa
         moved = [p for p in snap.pods if p.node_name in names]
         for pods in ([*_pending(), *moved], [*_pending(), *moved, *snap.pods[:5]]):
             if not warm:
-                boundpods.INDEXES.clear()
-                topology._VIEWS.clear()
-                topology._WHOLE.clear()
+                CACHES.clear()
+                topocounts._VIEWS.clear()
             shared = Topology(
                 snapshot=reduced,
                 nodes=[n for n in active if n.name not in names],
                 domain_groups=build_domain_groups(snap.node_pools, snap.instance_types),
                 pods=pods,
                 respect_preferences=True,
-                whole=(active, snap.nodes),
+                bound=bound_index(reduced.pods, CACHES.bound_indexes),
+                whole=topocounts.whole_of(CACHES.wholes, active, snap.nodes, reduced.pods),
                 without=names,
             )
             assert shared._whole is not None
@@ -196,7 +200,8 @@ def test_the_whole_snapshot_count_is_not_used_where_names_repeat() -> None:
         domain_groups=build_domain_groups(snap.node_pools, snap.instance_types),
         pods=_pending(),
         respect_preferences=True,
-        whole=(_active(twice), twice.nodes),
+        bound=bound_index(twice.pods, CACHES.bound_indexes),
+        whole=topocounts.whole_of(CACHES.wholes, _active(twice), twice.nodes, twice.pods),
     )
     assert topo._whole is None
     assert _state(topo) == _state(_plain(twice, _pending()))

@@ -7,7 +7,6 @@ import dataclasses
 
 from builders import instance_type, node, node_pool, pod, snapshot, spread
 from karpy.core import scheduling
-from karpy.core.scheduling import boundpods
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels as wk
 from karpy.model.objects import Pod
@@ -35,14 +34,15 @@ def _placements(results: scheduling.Results) -> tuple[object, ...]:
 
 def test_solves_sharing_the_pod_tuple_do_not_count_the_pods_they_move() -> None:
     snap, bound = _snapshot()
+    caches = scheduling.SchedulingCaches()  # the solves of a pass share it
     for draining in ("n0", "n3", "n4"):
         nodes = tuple(
             dataclasses.replace(n, marked_for_deletion=True) if n.name == draining else n for n in snap.nodes
         )
         reduced = dataclasses.replace(snap, nodes=nodes)  # same pod tuple: the index is shared
         moved = [dataclasses.replace(p, node_name="") for p in bound if p.node_name == draining]
-        warm = scheduling.solve(reduced, moved)
-        boundpods.INDEXES.clear()
+        warm = scheduling.solve(reduced, moved, caches=caches)
+        caches.bound_indexes.clear()
         cold = scheduling.solve(reduced, moved)
         assert _placements(warm) == _placements(cold)
         keys = {p.key for p in moved}  # reference: a snapshot that never had the moved pods

@@ -27,7 +27,8 @@ from karpy.core import scheduling
 from karpy.core.disruption import candidates as cand_mod
 from karpy.core.disruption import room, verdicts
 from karpy.core.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Candidate, Command
-from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity, domain_key_of
+from karpy.core.scheduling.cache import ObjectMemo, by_identity, domain_key_of
+from karpy.core.scheduling.caches import SchedulingCaches
 from karpy.core.scheduling.nodeclaim import min_values_shortfall, order_by_price
 from karpy.core.scheduling.results import STOP_POOL, PlannedClaim, Results, StopWhen
 from karpy.core.snapshot import Snapshot
@@ -93,6 +94,7 @@ def simulate(
     consolidation: bool,
     stop: Callable[[Sequence[Sequence[Pod]]], StopWhen | None] | None = None,
     room_checked: bool = False,
+    caches: SchedulingCaches | None = None,
 ) -> Simulation:
     """Solve the snapshot minus ``chosen``: pending pods + their pods + pods of deleting nodes.
 
@@ -101,17 +103,20 @@ def simulate(
     ``Results.stopped``. With a stop, a consolidation solve whose answer
     :func:`karpy.core.disruption.room.unplaceable` already knows is not run: ``nowhere`` says
     why, and the results are empty (``room_checked``: the caller asked it already, with the
-    same stop, and it knew nothing).
+    same stop, and it knew nothing). ``caches``: the caller's (default: a fresh one).
     """
+    caches = caches if caches is not None else SchedulingCaches()
     names, groups = _parts(snapshot, chosen)
     when = stop(groups) if stop is not None else None
     if when is not None and consolidation and not room_checked:
-        nowhere = room.unplaceable(snapshot, frozenset(names), [c.reschedulable for c in chosen], when)
+        nowhere = room.unplaceable(
+            snapshot, frozenset(names), [c.reschedulable for c in chosen], when, caches
+        )
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
     pods = [p for group in groups for p in group]
     results = scheduling.solve(
-        snapshot, pods, consolidation=consolidation, stop=when, without=frozenset(names)
+        snapshot, pods, consolidation=consolidation, stop=when, without=frozenset(names), caches=caches
     )
     if results.stopped:
         return Simulation(results, ())
@@ -139,11 +144,8 @@ def _parts(snapshot: Snapshot, chosen: Sequence[Candidate]) -> tuple[set[str], t
 _SPOT_GATE = "SpotToSpotConsolidation is disabled: a spot node is not replaced by a spot node"
 _SPOT_GATE_NEW_NODE = "would need a new node, and " + _SPOT_GATE
 
-# Per NodePools + instance types: (no NodePool has minValues, the NodePools whose claims allow spot).
-_POOL_FACTS: IdentityCache[tuple[bool, frozenset[str]]] = IdentityCache()
-# Per bound-pod tuple: whether a bound pod's required anti-affinity is keyed on capacity type.
-_BOUND_CT_ANTI: IdentityCache[bool] = IdentityCache(4)
-# Per snapshot object (the solves of one pass): both of the above.
+# Per snapshot object (the solves of one pass): the facts of ``SchedulingCaches.pool_facts`` and
+# ``SchedulingCaches.bound_ct_anti``.
 _STOP_FACTS: ObjectMemo[tuple[bool, frozenset[str], bool]] = ObjectMemo(4)
 # Per pod object: whether it names the capacity-type key.
 _MENTIONS_CT: ObjectMemo[bool] = ObjectMemo(16384)
@@ -174,7 +176,12 @@ def _nowhere_reason(nowhere: room.Nowhere | room.Crowded) -> str:
     )
 
 
-def _stop_when(snapshot: Snapshot, groups: Sequence[Sequence[Pod]], spot_gate: bool) -> StopWhen | None:
+def _stop_when(
+    snapshot: Snapshot,
+    groups: Sequence[Sequence[Pod]],
+    spot_gate: bool,
+    caches: SchedulingCaches | None = None,
+) -> StopWhen | None:
     """When a consolidation solve of the pods in ``groups`` can stop because ``compute``'s answer
     is already None.
 
@@ -185,7 +192,9 @@ def _stop_when(snapshot: Snapshot, groups: Sequence[Sequence[Pod]], spot_gate: b
     available offerings has an available spot sibling in the same zone, and nothing can narrow
     its capacity type (no pod of the solve, nor a bound pod's anti-affinity, names that key).
     """
-    no_min_values, spot_pools, bound_ct_anti = _STOP_FACTS.of(snapshot, _stop_facts)
+    no_min_values, spot_pools, bound_ct_anti = _STOP_FACTS.get(
+        snapshot, lambda: _stop_facts(snapshot, caches if caches is not None else SchedulingCaches())
+    )
     if not no_min_values or not EARLY_STOP:
         return None
     if (
@@ -198,13 +207,13 @@ def _stop_when(snapshot: Snapshot, groups: Sequence[Sequence[Pod]], spot_gate: b
     return StopWhen(1, spot_pools)
 
 
-def _stop_facts(snapshot: Snapshot) -> tuple[bool, frozenset[str], bool]:
+def _stop_facts(snapshot: Snapshot, caches: SchedulingCaches) -> tuple[bool, frozenset[str], bool]:
     """(no NodePool has minValues, the NodePools whose claims allow spot, a bound pod's required
     anti-affinity is keyed on capacity type): what every solve's stop of a pass reads."""
-    no_min_values, spot_pools = _POOL_FACTS.get(
+    no_min_values, spot_pools = caches.pool_facts.get(
         domain_key_of(snapshot.node_pools, snapshot.instance_types), lambda: _pool_facts(snapshot)
     )
-    bound_ct_anti = _BOUND_CT_ANTI.get(
+    bound_ct_anti = caches.bound_ct_anti.get(
         (by_identity(snapshot.pods),),
         lambda: any(t.topology_key == labels.CAPACITY_TYPE for p in snapshot.pods for t in p.anti_affinity),
     )
@@ -302,10 +311,13 @@ def compute(
     *,
     all_candidates: Sequence[Candidate] = (),
     method: str,
+    caches: SchedulingCaches | None = None,
 ) -> tuple[Command | None, str]:
     """One consolidation option for ``chosen``, or None with the reason (the same as an earlier
-    pass's when everything it reads is the same: :mod:`.verdicts`)."""
-    nowhere = _no_room(snapshot, chosen)
+    pass's when everything it reads is the same: :mod:`.verdicts`). ``caches``: the caller's
+    (default: a fresh one)."""
+    shared = caches if caches is not None else SchedulingCaches()
+    nowhere = _no_room(snapshot, chosen, shared)
     if nowhere is not None:  # what ``_compute`` answers first, without a solve: no need to file it
         return None, _nowhere_reason(nowhere)
     return _VERDICTS.get(
@@ -314,7 +326,8 @@ def compute(
         all_candidates,
         method,
         EARLY_STOP,
-        lambda: _compute(snapshot, chosen, all_candidates=all_candidates, method=method),
+        lambda: _compute(snapshot, chosen, all_candidates=all_candidates, method=method, caches=shared),
+        shared,
     )
 
 
@@ -325,14 +338,16 @@ def _spot_gate(snapshot: Snapshot, chosen: Sequence[Candidate]) -> bool:
     )
 
 
-def _no_room(snapshot: Snapshot, chosen: Sequence[Candidate]) -> room.Nowhere | room.Crowded | None:
+def _no_room(
+    snapshot: Snapshot, chosen: Sequence[Candidate], caches: SchedulingCaches
+) -> room.Nowhere | room.Crowded | None:
     """The room check ``_compute``'s simulation starts with (the same stop, the same pods)."""
     names, groups = _parts(snapshot, chosen)
-    when = _stop_when(snapshot, groups, _spot_gate(snapshot, chosen))
+    when = _stop_when(snapshot, groups, _spot_gate(snapshot, chosen), caches)
     if when is None:
         return None
     # the candidates' own tuples of pods, which the room check recognises again
-    return room.unplaceable(snapshot, frozenset(names), [c.reschedulable for c in chosen], when)
+    return room.unplaceable(snapshot, frozenset(names), [c.reschedulable for c in chosen], when, caches)
 
 
 def _compute(
@@ -341,25 +356,22 @@ def _compute(
     *,
     all_candidates: Sequence[Candidate],
     method: str,
+    caches: SchedulingCaches,
 ) -> tuple[Command | None, str]:
     spot_gate = _spot_gate(snapshot, chosen)
     sim = simulate(
         snapshot,
         chosen,
         consolidation=True,
-        stop=lambda groups: _stop_when(snapshot, groups, spot_gate),
+        stop=lambda groups: _stop_when(snapshot, groups, spot_gate, caches),
         room_checked=True,  # by ``compute``, before it came here
+        caches=caches,
     )
-    names = tuple(c.name for c in chosen)
-    if sim.results.stopped == STOP_POOL:
-        return None, _SPOT_GATE_NEW_NODE
-    if sim.results.stopped:
-        return None, "would need more than one new node"
-    if sim.stranded:
-        return None, "pods would not all fit elsewhere: " + sim.stranded[0]
+    refused = _refused(sim, chosen)
+    if refused:
+        return None, refused
     price = sum(c.price for c in chosen if c.price is not None)
-    if any(c.price is None for c in chosen):
-        return None, "no price known for the node's offering"
+    names = tuple(c.name for c in chosen)
     new_claims = sim.results.new_claims
     if not new_claims:
         ok, why = _balanced_ok(snapshot, chosen, price, all_candidates)
@@ -368,7 +380,39 @@ def _compute(
         return Command(UNDERUTILIZED, method, names, (), price, "pods fit on other nodes"), ""
     if len(new_claims) > 1:
         return None, f"would need {len(new_claims)} new nodes"
-    claim = new_claims[0]
+    options = _cheaper_options(snapshot, chosen, new_claims[0], price)
+    if isinstance(options, str):
+        return None, options
+    return _replace(snapshot, chosen, options, price, all_candidates=all_candidates, method=method)
+
+
+def _refused(sim: Simulation, chosen: Sequence[Candidate]) -> str:
+    """Why the simulation already rules the move out (stopped, stranded pods, no price), or ""."""
+    if sim.results.stopped == STOP_POOL:
+        return _SPOT_GATE_NEW_NODE
+    if sim.results.stopped:
+        return "would need more than one new node"
+    if sim.stranded:
+        return "pods would not all fit elsewhere: " + sim.stranded[0]
+    if any(c.price is None for c in chosen):
+        return "no price known for the node's offering"
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Options:
+    """A replacement's claim with the options cheaper than the candidates, and its requirements."""
+
+    claim: PlannedClaim
+    cheaper: list[InstanceType]
+    requirements: Requirements
+
+
+def _cheaper_options(
+    snapshot: Snapshot, chosen: Sequence[Candidate], claim: PlannedClaim, price: float
+) -> _Options | str:
+    """The options of the one new claim whose worst launch price undercuts ``price``, under the
+    spot-to-spot rules, or why there are none."""
     its = order_by_price(claim.instance_types, claim.requirements)
     ct = claim.requirements.get(labels.CAPACITY_TYPE)
     all_spot = all(c.capacity_type == labels.CAPACITY_TYPE_SPOT for c in chosen)
@@ -376,23 +420,35 @@ def _compute(
     spot_to_spot = all_spot and (ct is None or ct.has(labels.CAPACITY_TYPE_SPOT))
     if spot_to_spot:
         if not snapshot.settings.features.spot_to_spot_consolidation:
-            return None, _SPOT_GATE
+            return _SPOT_GATE
         reqs = reqs.add(Requirement.in_(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_SPOT))
     cheaper = [it for it in its if worst_launch_price(it, reqs) < price]
     if reqs.has_min_values() and min_values_shortfall(cheaper, reqs) is not None:
-        return None, "cheaper options do not meet minValues"
+        return "cheaper options do not meet minValues"
     if not cheaper:
-        return None, f"no replacement is cheaper than ${price:.4f}/h"
+        return f"no replacement is cheaper than ${price:.4f}/h"
     if spot_to_spot and len(chosen) == 1:  # spot to on-demand has no such rule (upstream)
         if len(cheaper) < SPOT_TO_SPOT_MIN_TYPES:
-            return None, (
-                f"spot-to-spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot options, found {len(cheaper)}"
-            )
+            return f"spot-to-spot needs {SPOT_TO_SPOT_MIN_TYPES} cheaper spot options, found {len(cheaper)}"
         cheaper = cheaper[:SPOT_TO_SPOT_MIN_TYPES]
     elif ct is not None and ct.has(labels.CAPACITY_TYPE_SPOT) and ct.has(labels.CAPACITY_TYPE_ON_DEMAND):
         # priced assuming spot: never fall back to a pricier on-demand replacement
         reqs = reqs.add(Requirement.in_(labels.CAPACITY_TYPE, labels.CAPACITY_TYPE_SPOT))
-    replacement = _with_options(claim, cheaper, reqs)
+    return _Options(claim, cheaper, reqs)
+
+
+def _replace(
+    snapshot: Snapshot,
+    chosen: Sequence[Candidate],
+    options: _Options,
+    price: float,
+    *,
+    all_candidates: Sequence[Candidate],
+    method: str,
+) -> tuple[Command | None, str]:
+    """The replace command with ``options``, unless its savings are too small."""
+    cheaper = options.cheaper
+    replacement = _with_options(options.claim, cheaper, options.requirements)
     launch_price = min(
         (
             o.price
@@ -409,6 +465,7 @@ def _compute(
     ok, why = _balanced_ok(snapshot, chosen, savings, all_candidates)
     if not ok:
         return None, why
+    names = tuple(c.name for c in chosen)
     return Command(UNDERUTILIZED, method, names, (replacement,), savings, "replace with a cheaper node"), ""
 
 
@@ -434,7 +491,10 @@ def _filter_same_type(command: Command, chosen: Sequence[Candidate]) -> Command 
 
 
 def multi_node(
-    snapshot: Snapshot, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate]
+    snapshot: Snapshot,
+    ordered: Sequence[Candidate],
+    all_candidates: Sequence[Candidate],
+    caches: SchedulingCaches | None = None,
 ) -> tuple[Command | None, str]:
     """The largest prefix (2..100) of ``ordered`` that one delete or one replace can remove."""
     batch = list(ordered[:MULTI_NODE_MAX])
@@ -446,7 +506,9 @@ def multi_node(
     while low <= high:
         mid = (low + high) // 2
         prefix = batch[: mid + 1]
-        command, reason = compute(snapshot, prefix, all_candidates=all_candidates, method=MULTI_NODE)
+        command, reason = compute(
+            snapshot, prefix, all_candidates=all_candidates, method=MULTI_NODE, caches=caches
+        )
         if command is not None:
             command = _filter_same_type(command, prefix)
             if command is None:
@@ -461,7 +523,11 @@ def multi_node(
 
 
 def single_node(
-    snapshot: Snapshot, ordered: Sequence[Candidate], all_candidates: Sequence[Candidate], skip: set[str]
+    snapshot: Snapshot,
+    ordered: Sequence[Candidate],
+    all_candidates: Sequence[Candidate],
+    skip: set[str],
+    caches: SchedulingCaches | None = None,
 ) -> tuple[Command | None, dict[str, str]]:
     """The first candidate (pools interleaved round-robin) that consolidation can remove."""
     by_pool: dict[str, list[Candidate]] = {}
@@ -477,7 +543,9 @@ def single_node(
     for candidate in interleaved:
         if candidate.name in skip:
             continue
-        command, reason = compute(snapshot, [candidate], all_candidates=all_candidates, method=SINGLE_NODE)
+        command, reason = compute(
+            snapshot, [candidate], all_candidates=all_candidates, method=SINGLE_NODE, caches=caches
+        )
         if command is not None:
             return command, reasons
         reasons[candidate.name] = reason

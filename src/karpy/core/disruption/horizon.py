@@ -7,7 +7,7 @@ emptiness, and the nodes a consolidation solve keeps running pods off), a pod's
 window, and a Drifted condition's time (the order of drifted nodes). :func:`next_change` is the
 first of those after ``now``: over the same objects, a pass at any time in ``[now, next_change)``
 decides what the pass at ``now`` decided. :func:`state_ids` is the identity key of those
-objects (plus the scheduler's and consolidation's switches), for memos that keep the snapshot
+objects (plus consolidation's switch), for memos that keep the snapshot
 alive so the ids stay valid.
 """
 
@@ -19,7 +19,6 @@ from collections.abc import Sequence
 
 from karpy.core import lifecycle
 from karpy.core.disruption import budgets, candidates
-from karpy.core.scheduling import scheduler
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.objects import NodePool
@@ -55,9 +54,9 @@ def state_ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
     )
 
 
-def switches(early_stop: bool) -> tuple[bool, bool]:
-    """The scheduler's and consolidation's switches, the last items of :func:`state_ids`."""
-    return scheduler.FAST_PATHS, early_stop
+def switches(early_stop: bool) -> tuple[bool]:
+    """Consolidation's switch, the last item of :func:`state_ids`."""
+    return (early_stop,)
 
 
 def same_values(a: Snapshot, b: Snapshot) -> bool:

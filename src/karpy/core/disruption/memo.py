@@ -33,6 +33,7 @@ from karpy.core.disruption import candidates as cand
 from karpy.core.disruption import drift
 from karpy.core.disruption import pdbs as pdbs_mod
 from karpy.core.disruption.types import Decision
+from karpy.core.scheduling.caches import SchedulingCaches
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod, PodDisruptionBudget
@@ -149,6 +150,7 @@ class Memo:
         # the instance types of each NodePool by name, for the type tuples they were built from
         self._types: tuple[tuple[tuple[str, tuple[InstanceType, ...]], ...], _TypesByName] = ((), {})
         self.last_pass: LastPass | None = None  # set by karpy.core.disruption.compute
+        self.scheduling = SchedulingCaches()  # what the pass's solves share with the next passes'
         # drift reasons: NodePool values -> the one token for them; id(pool) -> (pool, its token)
         self._drift_tokens: dict[tuple[object, ...], tuple[object, ...]] = {}
         self._drift_ids: dict[int, tuple[NodePool, tuple[object, ...]]] = {}

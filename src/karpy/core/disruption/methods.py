@@ -158,7 +158,7 @@ class _Pass:
             if self.budget(c.pool.name, DRIFTED) <= 0:
                 self.note(c.name, f"drift blocked by budget ({self.budget_why[(c.pool.name, DRIFTED)]})")
                 continue
-            sim = consolidation.simulate(self.snapshot, [c], consolidation=False)
+            sim = consolidation.simulate(self.snapshot, [c], consolidation=False, caches=self.memo.scheduling)
             if sim.stranded:
                 self.note(c.name, "drift cannot reschedule all pods: " + sim.stranded[0])
                 continue
@@ -231,7 +231,7 @@ class _Pass:
                 continue
             budget_left[c.pool.name] = left - 1
             within.append(c)
-        command, _ = consolidation.multi_node(self.snapshot, within, all_candidates)
+        command, _ = consolidation.multi_node(self.snapshot, within, all_candidates, self.memo.scheduling)
         return command, held
 
     def single(
@@ -246,7 +246,9 @@ class _Pass:
                     c.name,
                     f"consolidation blocked by budget ({self.budget_why[(c.pool.name, UNDERUTILIZED)]})",
                 )
-        command, reasons = consolidation.single_node(self.snapshot, ordered, all_candidates, blocked)
+        command, reasons = consolidation.single_node(
+            self.snapshot, ordered, all_candidates, blocked, self.memo.scheduling
+        )
         for name, reason in reasons.items():
             self.note(name, f"not consolidated: {reason}")
         return command, bool(blocked)
@@ -270,7 +272,7 @@ class _Pass:
             if allowed <= 0:
                 return "budget"
             left[c.pool.name] = allowed - 1
-        sim = consolidation.simulate(self.snapshot, chosen, consolidation=True)
+        sim = consolidation.simulate(self.snapshot, chosen, consolidation=True, caches=self.memo.scheduling)
         new = sim.results.new_claims
         if sim.stranded or len(new) != len(command.replacements) or len(new) > 1:
             return "scheduling"

@@ -41,6 +41,7 @@ from typing import Protocol
 import numpy as np
 
 from karpy.core.scheduling.cache import ObjectMemo
+from karpy.core.scheduling.caches import SchedulingCaches
 from karpy.core.scheduling.existing import existing_places
 from karpy.core.scheduling.podinfo import with_pod_slot
 from karpy.core.scheduling.results import StopWhen
@@ -307,8 +308,8 @@ def _free(base: OpenNode) -> dict[str, int] | None:
 _ROOMS: ObjectMemo[_PassRoom] = ObjectMemo(4)  # per snapshot object: the solves of one pass
 
 
-def _pass_room(snapshot: Snapshot) -> _PassRoom:
-    places = existing_places(snapshot)  # the solver's existing nodes
+def _pass_room(snapshot: Snapshot, caches: SchedulingCaches) -> _PassRoom:
+    places = existing_places(snapshot, caches.places)  # the solver's existing nodes
     inside = places.inside_windows(snapshot.node_pools, snapshot.now)
     # a moved pod placed on a node of this name is stranded (the test in consolidation.simulate)
     by_name = {n.name: n for n in snapshot.nodes}
@@ -333,7 +334,11 @@ OBSERVED: list[Nowhere | Crowded | None] | None = None
 
 
 def unplaceable(
-    snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Sequence[Pod]], stop: StopWhen
+    snapshot: Snapshot,
+    chosen: frozenset[str],
+    moved: Sequence[Sequence[Pod]],
+    stop: StopWhen,
+    caches: SchedulingCaches | None = None,
 ) -> Nowhere | Crowded | None:
     """Why the ``moved`` pods (one sequence per candidate) cannot all land on nodes of
     ``snapshot`` other than the ``chosen``, in a consolidation solve with ``stop`` whose answer
@@ -343,16 +348,20 @@ def unplaceable(
     What the check reads of a candidate's pods (:class:`_Moved`) is kept per tuple of pods (a
     candidate's own), so the next passes only look up the room; several candidates' reads are
     combined."""
-    found = _unplaceable(snapshot, chosen, moved, stop)
+    found = _unplaceable(snapshot, chosen, moved, stop, caches or SchedulingCaches())
     if OBSERVED is not None:
         OBSERVED.append(found)
     return found
 
 
 def _unplaceable(
-    snapshot: Snapshot, chosen: frozenset[str], moved: Sequence[Sequence[Pod]], stop: StopWhen
+    snapshot: Snapshot,
+    chosen: frozenset[str],
+    moved: Sequence[Sequence[Pod]],
+    stop: StopWhen,
+    caches: SchedulingCaches,
 ) -> Nowhere | Crowded | None:
-    room = _pass_room_of(snapshot)
+    room = _pass_room_of(snapshot, caches)
     _bound_kinds()  # (never inside _moved: the tolerations indexes it groups by must stay apart)
     pools, stop_pools = snapshot.node_pools, stop.any_claim_of
     summaries: list[_Moved] = []
@@ -498,5 +507,5 @@ def _sizes(requests: Sequence[tuple[Resources, int]]) -> tuple[tuple[Resources, 
     return tuple(out)
 
 
-def _pass_room_of(snapshot: Snapshot) -> _PassRoom:
-    return _ROOMS.of(snapshot, _pass_room)
+def _pass_room_of(snapshot: Snapshot, caches: SchedulingCaches) -> _PassRoom:
+    return _ROOMS.get(snapshot, lambda: _pass_room(snapshot, caches))

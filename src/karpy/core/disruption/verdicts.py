@@ -8,8 +8,8 @@ pass's time, the candidates and the method, so a verdict found for the same inpu
 verdict. :class:`Verdicts` files them under
 
 - the *state*: :func:`~karpy.core.disruption.horizon.state_ids` (the identity of every node,
-  pod, NodePool, instance-type tuple, DaemonSet and PDB of the snapshot, and the scheduler's
-  and consolidation's switches ``FAST_PATHS`` and ``EARLY_STOP``), its namespaces, well-known
+  pod, NodePool, instance-type tuple, DaemonSet and PDB of the snapshot, and
+  consolidation's switch ``EARLY_STOP``), its namespaces, well-known
   labels and settings (by equality), and the window flags of the existing nodes; an entry
   keeps its snapshot alive, so the identities stay valid;
 - the *candidates*: each one's node, NodePool, instance type and pods (by identity), price,
@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from karpy.core.disruption import horizon
 from karpy.core.disruption.types import Candidate, Command
 from karpy.core.scheduling.cache import ObjectMemo
+from karpy.core.scheduling.caches import SchedulingCaches
 from karpy.core.scheduling.existing import existing_places
 from karpy.core.snapshot import Snapshot
 
@@ -50,8 +51,8 @@ class _State:
         return self.ids == ids and horizon.same_values(self.snapshot, snapshot)
 
 
-def _ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
-    windows = existing_places(snapshot).inside_windows(snapshot.node_pools, snapshot.now)
+def _ids(snapshot: Snapshot, early_stop: bool, caches: SchedulingCaches) -> tuple[object, ...]:
+    windows = existing_places(snapshot, caches.places).inside_windows(snapshot.node_pools, snapshot.now)
     return (windows, *horizon.state_ids(snapshot, early_stop))  # the switches last
 
 
@@ -97,10 +98,11 @@ class Verdicts:
         method: str,
         early_stop: bool,
         compute: Callable[[], Verdict],
+        caches: SchedulingCaches,
     ) -> Verdict:
-        state = self._current.get(snapshot, lambda: self._state(snapshot, early_stop))
-        if state.ids[-2:] != horizon.switches(early_stop):  # a switch changed since
-            state = self._state(snapshot, early_stop)
+        state = self._current.get(snapshot, lambda: self._state(snapshot, early_stop, caches))
+        if state.ids[-1:] != horizon.switches(early_stop):  # a switch changed since
+            state = self._state(snapshot, early_stop, caches)
         key = _candidate_key(chosen, all_candidates, method)
         found = state.found.get(key)
         if found is not None:
@@ -112,8 +114,8 @@ class Verdicts:
         state.found[key] = (tuple(chosen), verdict)
         return verdict
 
-    def _state(self, snapshot: Snapshot, early_stop: bool) -> _State:
-        ids = _ids(snapshot, early_stop)
+    def _state(self, snapshot: Snapshot, early_stop: bool, caches: SchedulingCaches) -> _State:
+        ids = _ids(snapshot, early_stop, caches)
         for i, state in enumerate(self._states):
             if state.same(ids, snapshot):
                 self._states.append(self._states.pop(i))

@@ -264,11 +264,8 @@ class Matched:
         return {name: per_node[name] for name in sorted(per_node, key=first.__getitem__)}
 
 
-INDEXES: IdentityCache[BoundIndex] = IdentityCache(4)  # the indexes of the last few pod tuples
-
-
-def bound_index(pods: tuple[Pod, ...]) -> BoundIndex:
-    """The index of ``pods``: a known one, or one derived from the index used last."""
+def bound_index(pods: tuple[Pod, ...], cache: IdentityCache[BoundIndex]) -> BoundIndex:
+    """The index of ``pods``: one ``cache`` knows, or one derived from the index it gave last."""
     if not isinstance(pods, tuple):  # only an immutable tuple can be recognised again
         return BoundIndex(tuple(pods))
-    return INDEXES.get((by_identity(pods),), lambda: BoundIndex(pods, INDEXES.latest()))
+    return cache.get((by_identity(pods),), lambda: BoundIndex(pods, cache.latest()))

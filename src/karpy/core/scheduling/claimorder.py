@@ -9,7 +9,7 @@ sorted list, and :meth:`final` is the list as upstream leaves it (the last chang
 
 Within each bucket the claims are also kept per *pin* (a claim's zone when it is pinned to one;
 ``None`` otherwise), each list in bucket order, so that :meth:`ordered_unpinned` can merge them
-and drop every claim of a pin the caller has learnt to skip without visiting it (issue 4: a
+and drop every claim of a pin the caller has learnt to skip without visiting it (a
 zonal-spread pod walks only the claims in zones it may use).
 
 :class:`Rejections` remembers, per pod signature, the places a pod failed for a reason that

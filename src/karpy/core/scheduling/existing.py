@@ -6,7 +6,7 @@ ignored while a managed node initializes), host ports, resources, label requirem
 (no undefined keys allowed: the node's labels are all there is), then topology.
 Used by :mod:`karpy.core.scheduling.scheduler`.
 
-The solves of a disruption pass see the same (frozen) StateNodes again and again (issue 6):
+The solves of a disruption pass see the same (frozen) StateNodes again and again:
 what a node contributes before any pod joins it is built once per StateNode, and so is the
 verdict of the checks before topology for each kind of pod (:meth:`ExistingNode.known_unfit`),
 which a node nothing has joined yet in this solve answers without checking again. The solver
@@ -215,9 +215,6 @@ class Places:
         return found
 
 
-_PLACES: IdentityCache[Places] = IdentityCache(4)
-
-
 def _indices_by_name(states: Sequence[StateNode]) -> dict[str, list[int]]:
     index: dict[str, list[int]] = {}
     for i, state in enumerate(states):
@@ -243,9 +240,9 @@ def cut(items: Sequence[T], removed: Sequence[int]) -> Sequence[T]:
     return out
 
 
-def existing_places(snapshot: Snapshot) -> Places:
-    """The (shared) :class:`Places` of the snapshot's nodes and DaemonSets."""
-    return _PLACES.get(
+def existing_places(snapshot: Snapshot, cache: IdentityCache[Places]) -> Places:
+    """The :class:`Places` of the snapshot's nodes and DaemonSets, shared through ``cache``."""
+    return cache.get(
         (by_identity(snapshot.nodes), by_identity(snapshot.daemonsets)), lambda: Places(snapshot)
     )
 

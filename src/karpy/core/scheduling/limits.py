@@ -13,7 +13,7 @@ from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool
 from karpy.model.resources import Resources
 
-__all__ = ["max_capacity", "pool_usage", "pool_usages", "within_limits"]
+__all__ = ["max_capacity", "pool_usage", "pool_usages", "remaining_limits", "within_limits"]
 
 
 def pool_usage(pool: NodePool, nodes: Sequence[StateNode]) -> Resources:
@@ -156,3 +156,21 @@ def within_limits(it: InstanceType, remaining: dict[str, int] | None) -> bool:
         if value and value > left:
             return False
     return True
+
+
+def remaining_limits(
+    pools: Sequence[NodePool], nodes: Sequence[StateNode], without: frozenset[str] = frozenset()
+) -> dict[str, dict[str, int] | None]:
+    """Per NodePool, what its limits leave for new claims given ``nodes`` less the ``without``
+    ones (None: the pool has no limits)."""
+    usages: dict[str, dict[str, int]] = {}
+    if any(p.limits is not None for p in pools):
+        usages = pool_usages(nodes, without=without)
+    remaining: dict[str, dict[str, int] | None] = {}
+    for pool in pools:
+        if pool.limits is None:
+            remaining[pool.name] = None
+        else:
+            used = usages.get(pool.name, {})
+            remaining[pool.name] = {k: v - used.get(k, 0) for k, v in pool.limits.items()}
+    return remaining

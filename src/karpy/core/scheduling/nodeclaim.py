@@ -36,9 +36,6 @@ __all__ = [
 ]
 
 
-FAST_FILTER = True  # False: narrow options with the reference ``filter_instance_types`` (tests)
-
-
 class Unfit(Exception):
     """The pod cannot join this node or NodeClaim; the message says why (built lazily).
 
@@ -201,7 +198,8 @@ class Template:
     labels: dict[str, str]
     taints: tuple[Taint, ...]
     startup_taints: tuple[Taint, ...]
-    index: TypeIndex | None = None  # arrays over ``instance_types``; None: the reference (slow) path
+    index: TypeIndex | None = None  # arrays over ``instance_types``
+    exact_filter: bool = False  # True: claims narrow with ``filter_instance_types`` (the reference path)
 
 
 def _reference_narrow(
@@ -350,7 +348,7 @@ class ClaimInProgress:
 
     def _narrow(self, reqs: Requirements, requests: Resources, pod_ports: Sequence[HostPort]) -> Options:
         index = self.index
-        if not index.usable or not FAST_FILTER:
+        if not index.usable or self.template.exact_filter:
             return _reference_narrow(index, self.options, reqs, requests, self.template.daemon)
         options = index.narrow(self.options, reqs, requests)
         if pod_ports and index.has_ports and len(options):

@@ -10,13 +10,15 @@ with its original spec, and the solve ends after a full pass without progress.
 NodePool limits shrink the instance-type options of new claims (pessimistically by the
 largest option). Pure: no clock, no I/O.
 
-Fast paths (issue 4; each gives exactly the one-by-one result, which ``FAST_PATHS = False``
-restores for the equivalence tests): pods with the same signature and requests share their
-:class:`PodData`; a place that rejected a pod *for good* (``Unfit.monotone``: taints, host
-ports, requirement conflicts, resources, anti-affinity, hostname spread) is skipped by its
-identical siblings; within one pod, places with the same topology domains as one that failed
-the topology are skipped; an identical pod that failed with nothing placed since fails the
-same way; the claim order is kept in buckets (:mod:`~karpy.core.scheduling.claimorder`).
+Fast paths (each gives exactly the one-by-one result of
+:mod:`~karpy.core.scheduling.reference`, which the equivalence tests compare): pods with the
+same signature and requests share their :class:`PodData`; a place that rejected a pod *for
+good* (``Unfit.monotone``: taints, host ports, requirement conflicts, resources,
+anti-affinity, hostname spread) is skipped by its identical siblings; within one pod, places
+with the same topology domains as one that failed the topology are skipped; an identical pod
+that failed with nothing placed since fails the same way; the claim order is kept in buckets
+(:mod:`~karpy.core.scheduling.claimorder`). Structures shared between solves live in the
+caller's :class:`~karpy.core.scheduling.caches.SchedulingCaches`.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from karpy.core.scheduling import daemons, podinfo, preferences
-from karpy.core.scheduling.cache import IdentityCache, domain_key_of, template_key_of
+from karpy.core.scheduling import podinfo, preferences, queueing, templates, topocounts
+from karpy.core.scheduling.boundpods import bound_index
+from karpy.core.scheduling.cache import domain_key_of
+from karpy.core.scheduling.caches import SchedulingCaches
 from karpy.core.scheduling.claimorder import ClaimOrder, Rejections
 from karpy.core.scheduling.existing import (
     ExistingNode,
@@ -37,33 +41,20 @@ from karpy.core.scheduling.existing import (
     register_hostnames,
 )
 from karpy.core.scheduling.finalize import Finalizer
-from karpy.core.scheduling.limits import max_capacity, pool_usages
-from karpy.core.scheduling.nodeclaim import (
-    ClaimInProgress,
-    Template,
-    Unfit,
-    domain_key,
-    filter_instance_types,
-)
+from karpy.core.scheduling.limits import max_capacity, remaining_limits
+from karpy.core.scheduling.nodeclaim import ClaimInProgress, Template, Unfit, domain_key
 from karpy.core.scheduling.podinfo import PodData
+from karpy.core.scheduling.queueing import order_pools, queue_order
 from karpy.core.scheduling.results import STOP_CLAIMS, STOP_POOL, PodError, Results, StopWhen
-from karpy.core.scheduling.topology import DomainGroup, Topology, build_domain_groups
-from karpy.core.scheduling.typeindex import TypeIndex
+from karpy.core.scheduling.topology import Topology, build_domain_groups
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels
 from karpy.model.objects import NodePool, Pod
-from karpy.model.requirements import Requirement, Requirements
-from karpy.model.resources import CPU, MEMORY, Resources
+from karpy.model.requirements import Requirement
+from karpy.model.resources import Resources
 from karpy.model.taints import PREFER_NO_SCHEDULE
 
-__all__ = ["FAST_PATHS", "order_pools", "queue_order", "solve"]
-
-FAST_PATHS = True  # False: try every place one by one (the reference path the property tests compare)
-
-# Pure functions of (NodePools, instance types[, DaemonSets]) shared between solves (issue 6):
-# a disruption pass solves many snapshots that differ only by nodes. Bounded LRU; see cache.py.
-_DOMAIN_GROUPS: IdentityCache[dict[str, DomainGroup]] = IdentityCache()
-_TEMPLATES: IdentityCache[Template] = IdentityCache(64)
+__all__ = ["Failure", "SchedulingCaches", "Solver", "order_pools", "queue_order", "solve"]
 
 
 def _zone_pin(claim: ClaimInProgress) -> Requirement | None:
@@ -72,39 +63,6 @@ def _zone_pin(claim: ClaimInProgress) -> Requirement | None:
     if zone is None or zone.complement or len(zone.values) != 1:
         return None
     return zone
-
-
-def queue_order(pods: Sequence[Pod]) -> list[Pod]:
-    """Karpenter's queue order: CPU desc, memory desc, creation asc, then name."""
-    return sorted(
-        pods,
-        key=lambda p: (-p.requests.get(CPU), -p.requests.get(MEMORY), p.created, p.namespace, p.name, p.uid),
-    )
-
-
-def order_pools(pools: Sequence[NodePool]) -> list[NodePool]:
-    """Weight descending; ties by name descending (upstream ``OrderByWeight``)."""
-    by_name = sorted(pools, key=lambda p: p.name, reverse=True)
-    return sorted(by_name, key=lambda p: -p.weight)
-
-
-@dataclass(slots=True)
-class _Queue:
-    pods: deque[Pod]
-    last_len: dict[str, int]
-
-    def pop(self) -> Pod | None:
-        if not self.pods:
-            return None
-        pod = self.pods[0]
-        if self.last_len.get(Topology.uid(pod)) == len(self.pods):
-            return None
-        self.pods.popleft()
-        return pod
-
-    def push(self, pod: Pod) -> None:
-        self.pods.append(pod)
-        self.last_len[Topology.uid(pod)] = len(self.pods)
 
 
 @dataclass(slots=True)
@@ -118,11 +76,31 @@ class _Scan:
     start: int = 0  # positions of ``order`` before this are all dead
 
 
+@dataclass(slots=True)
+class Failure:
+    """How a pod of one signature and requests failed, and the placements made before."""
+
+    placed: int  # ``Solver.placed`` when it failed
+    reasons: dict[str, str]
+    steps: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Live:
+    """The claims not (yet) known to reject pods of one signature for good, by ``id``."""
+
+    seen: int  # claims of ``ClaimOrder.created`` looked at so far
+    claims: dict[int, ClaimInProgress]
+
+
 class _Stopped(Exception):
     """Raised when a solve opens a new NodeClaim its ``StopWhen`` names (the reason is the arg)."""
 
 
-class _Solver:
+class Solver:
+    """One solve: the production algorithm (see the module doc). The hooks marked *reference*
+    are overridden by :class:`~karpy.core.scheduling.reference.ReferenceSolver`."""
+
     def __init__(
         self,
         snapshot: Snapshot,
@@ -131,13 +109,28 @@ class _Solver:
         consolidation: bool = False,
         stop: StopWhen | None = None,
         without: frozenset[str] = frozenset(),
+        caches: SchedulingCaches | None = None,
     ) -> None:
-        full = snapshot
-        places = existing_places(full)
+        self.caches = caches if caches is not None else SchedulingCaches()
+        self.places = places = existing_places(snapshot, self.caches.places)
+        self.full = snapshot
         if without:
-            snapshot = dataclasses.replace(full, nodes=places.nodes_without(without))
+            snapshot = dataclasses.replace(snapshot, nodes=places.nodes_without(without))
         self.snapshot = snapshot
         self.stop = stop
+        self.without = without
+        self._read_settings()
+        self._cut_places(consolidation)
+        self.topology = self._topology(pods)
+        self.existing: list[ExistingNode | None] = self._existing_nodes()
+        self.templates = [self._template(p) for p in self.pools]
+        self.remaining = remaining_limits(self.pools, self.full.nodes, without)
+        self.order: ClaimOrder[ClaimInProgress] = self._claim_order()
+        self._start_state()
+
+    def _read_settings(self) -> None:
+        """The NodePools to open claims from (by weight) and the scheduling settings."""
+        snapshot = self.snapshot
         self.well_known = snapshot.well_known
         settings = snapshot.settings.scheduling
         self.respect = settings.preference_policy != "Ignore"
@@ -147,90 +140,70 @@ class _Solver:
         self.prefer_no_schedule_pools = any(
             t.effect == PREFER_NO_SCHEDULE for p in self.pools for t in p.taints
         )
-        removed = places.positions(without) if without else []
-        active, bases = cut(places.active, removed), cut(places.bases, removed)
-        self.topology = Topology(
+
+    def _cut_places(self, consolidation: bool) -> None:
+        """This solve's existing nodes: the snapshot's less ``without``. A consolidation moves
+        no running pods onto a node inside its consolidateAfter window (``unders``)."""
+        places, without = self.places, self.without
+        self.removed = removed = places.positions(without) if without else []
+        self.states = cut(places.active, removed)
+        self.bases = cut(places.bases, removed)
+        self.inside: tuple[bool, ...] | None = None
+        self.unders: Sequence[bool] = [False] * len(self.states)
+        if consolidation:
+            self.inside = places.inside_windows(self.full.node_pools, self.full.now)
+            self.unders = cut(self.inside, removed)
+
+    def _topology(self, pods: Sequence[Pod]) -> Topology:
+        snapshot = self.snapshot
+        domain_groups = self.caches.domain_groups.get(
+            domain_key_of(snapshot.node_pools, snapshot.instance_types),
+            lambda: build_domain_groups(snapshot.node_pools, snapshot.instance_types),
+        )
+        return Topology(
             snapshot=snapshot,
-            nodes=active,
-            domain_groups=_DOMAIN_GROUPS.get(
-                domain_key_of(snapshot.node_pools, snapshot.instance_types),
-                lambda: build_domain_groups(snapshot.node_pools, snapshot.instance_types),
-            ),
+            nodes=self.states,
+            domain_groups=domain_groups,
             pods=pods,
             respect_preferences=self.respect,
-            whole=(places.active, full.nodes) if FAST_PATHS and isinstance(full.nodes, tuple) else None,
-            without=without,
+            bound=bound_index(snapshot.pods, self.caches.bound_indexes),
+            whole=self._whole(),
+            without=self.without,
         )
-        # consolidation moves no running pods onto a node inside its consolidateAfter window
-        unders: Sequence[bool] = [False] * len(active)
-        inside: tuple[bool, ...] | None = None
-        if consolidation:
-            inside = places.inside_windows(full.node_pools, full.now)
-            unders = cut(inside, removed)
-        self.places, self.removed, self.inside = places, removed, inside
-        # Existing nodes are built when a pod gets past what their NodeBase answers (FAST_PATHS):
-        # most nodes of a consolidation solve are never asked more.
-        self.states = active
-        self.bases = bases
-        self.unders = unders
-        self.existing: list[ExistingNode | None]
-        if FAST_PATHS:
-            register_hostnames(active, self.topology)
-            self.existing = [None] * len(active)
-        else:
-            self.existing = list(
-                ExistingNode.build_all(active, self.topology, snapshot.daemonsets, unders=unders, bases=bases)
-            )
-        self.templates = [self._template(p) for p in self.pools]
-        self.remaining: dict[str, dict[str, int] | None] = {}
-        usages: dict[str, dict[str, int]] = {}
-        if any(p.limits is not None for p in self.pools):
-            usages = pool_usages(full.nodes, without=without)
-        for pool in self.pools:
-            if pool.limits is None:
-                self.remaining[pool.name] = None
-            else:
-                used = usages.get(pool.name, {})
-                self.remaining[pool.name] = {k: v - used.get(k, 0) for k, v in pool.limits.items()}
-        self.order: ClaimOrder[ClaimInProgress] = ClaimOrder(
-            lambda c: len(c.pods), reference=not FAST_PATHS, pin=_zone_pin if FAST_PATHS else None
-        )
+
+    def _whole(self) -> topocounts.Whole | None:
+        """The whole snapshot's topology counts, shared by the solves of a pass (*reference*: none)."""
+        nodes, pods = self.full.nodes, self.snapshot.pods
+        if not isinstance(nodes, tuple) or not isinstance(pods, tuple):
+            return None
+        return topocounts.whole_of(self.caches.wholes, self.places.active, nodes, pods)
+
+    def _existing_nodes(self) -> list[ExistingNode | None]:
+        """Existing nodes are built when a pod gets past what their NodeBase answers: most nodes
+        of a consolidation solve are never asked more (*reference*: all built up front)."""
+        register_hostnames(self.states, self.topology)
+        return [None] * len(self.states)
+
+    def _template(self, pool: NodePool) -> Template:
+        """The pool's template, shared between solves (*reference*: built afresh)."""
+        return templates.template(self.caches.templates, self.snapshot, pool)
+
+    def _claim_order(self) -> ClaimOrder[ClaimInProgress]:
+        """The claims opened in this solve, in buckets (*reference*: upstream's sorted list)."""
+        return ClaimOrder(lambda c: len(c.pods), pin=_zone_pin)
+
+    def _start_state(self) -> None:
+        """What the solve learns as it goes."""
         self.rejected = Rejections()
         self.finalizer = Finalizer(self.max_types)
         self.placed = 0  # successful placements so far: any state change
-        self.failures: dict[object, tuple[int, dict[str, str], tuple[str, ...]]] = {}
-        self.live: dict[object, tuple[int, dict[int, ClaimInProgress]]] = {}
+        self.failures: dict[object, Failure] = {}
+        self.live: dict[object, _Live] = {}
         self.existing_scan: dict[object, _Scan] = {}
         self.data: dict[str, PodData] = {}
         self.data_by_spec: dict[object, PodData] = {}
         self.specs: dict[tuple[object, ...], tuple[object, ...]] = {}
         self.seq = 0
-
-    def _template(self, pool: NodePool) -> Template:
-        if not FAST_PATHS:
-            return self._build_template(pool)
-        snapshot = self.snapshot
-        its = snapshot.instance_types.get(pool.name, ())
-        key = template_key_of(pool, its, snapshot.daemonsets, self.well_known)
-        return _TEMPLATES.get(key, lambda: self._build_template(pool))
-
-    def _build_template(self, pool: NodePool) -> Template:
-        template_labels = {**pool.labels, labels.NODEPOOL: pool.name}
-        reqs = Requirements(pool.requirements).union_with(Requirements.from_labels(template_labels))
-        filter_reqs = reqs.union_with(
-            Requirements.from_labels({labels.REGISTERED: "true", labels.INITIALIZED: "true"})
-        )
-        its = self.snapshot.instance_types.get(pool.name, ())
-        overhead = daemons.template_overhead(
-            self.snapshot.daemonsets,
-            taints=pool.taints,
-            requirements=filter_reqs,
-            instance_types=its,
-            well_known=self.well_known,
-        )
-        kept, _ = filter_instance_types(its, reqs, requests=Resources(), daemon={})
-        index = TypeIndex(kept, overhead)
-        return Template(pool, reqs, kept, overhead, template_labels, pool.taints, pool.startup_taints, index)
 
     def pod_data(self, pod: Pod) -> PodData:
         uid = Topology.uid(pod)
@@ -249,9 +222,8 @@ class _Solver:
         return data
 
     def _on_existing(self, pod: Pod, data: PodData, reasons: dict[str, str]) -> bool:
-        """First fit over existing nodes, skipping those that rejected this signature for good."""
-        if not FAST_PATHS:
-            return self._on_existing_each(pod, data, reasons)
+        """First fit over existing nodes, skipping those that rejected this signature for good
+        (*reference*: every node in order)."""
         nodes = self.existing
         scan = self.existing_scan.get((data.signature, data.requests))
         if scan is None:
@@ -331,19 +303,6 @@ class _Solver:
         count = len(self.existing)
         reasons["existing nodes"] = first if count == 1 else f"{count} nodes did not fit, e.g. {first}"
 
-    def _on_existing_each(self, pod: Pod, data: PodData, reasons: dict[str, str]) -> bool:
-        """The reference first fit: every existing node in order (``FAST_PATHS = False``)."""
-        for node in self.existing:
-            assert node is not None  # the reference path builds every node up front
-            try:
-                reqs = node.can_add(pod, data)
-            except Unfit:
-                continue
-            node.add(pod, data, reqs)
-            return True
-        self._existing_reason(pod, data, pod_kind(pod, data), reasons)
-        return False
-
     def _why_existing(self, index: int, pod: Pod, data: PodData, kind: int) -> str:
         node = self.existing[index]
         if node is None:
@@ -363,16 +322,15 @@ class _Solver:
         raise AssertionError(f"{node.name} was recorded as rejecting {pod.key}")
 
     def _on_claims(self, pod: Pod, data: PodData) -> bool:
-        """The claims opened in this solve, fewest pods first; skips known rejections."""
+        """The claims opened in this solve, fewest pods first; skips known rejections
+        (*reference*: tries every claim)."""
         by_spec = self.rejected.of(data.signature)
         by_requests = self.rejected.of((data.signature, data.requests))
         candidates: Iterable[ClaimInProgress]
         live = self._live(data.signature, by_spec)
         # zones pinned by claims whose zone domains failed this pod's topology (see below)
         skip: set[object] | None = None
-        if live is None:
-            candidates = self.order.ordered()
-        elif not live:
+        if not live:
             return False  # every claim rejects pods like this one for good
         elif len(live) * 8 < self.order.count:
             self.order.settle()
@@ -398,11 +356,11 @@ class _Solver:
             try:
                 reqs, options = claim.can_add(pod, data)
             except Unfit as exc:
-                if exc.monotone and FAST_PATHS:
+                if exc.monotone:
                     (by_requests if exc.resources else by_spec).add(key)
-                    if live is not None and not exc.resources:
+                    if not exc.resources:
                         live.pop(key, None)
-                elif exc.domains is not None and FAST_PATHS:
+                elif exc.domains is not None:
                     blocked.setdefault(exc.domains[0], set()).add(domain_key(exc.domains[1]))
                     if skip is not None and exc.domains[0] == labels.ZONE:
                         pin = self.order.pin(claim)
@@ -432,21 +390,18 @@ class _Solver:
                 return True
         return False
 
-    def _live(self, spec: object, dead: set[int]) -> dict[int, ClaimInProgress] | None:
-        """The claims not (yet) known to reject ``spec`` for good; None on the reference path."""
-        if not FAST_PATHS:
-            return None
+    def _live(self, spec: object, dead: set[int]) -> dict[int, ClaimInProgress]:
+        """The claims not (yet) known to reject ``spec`` for good."""
         state = self.live.get(spec)
         if state is None:
-            state = self.live[spec] = (0, {})
-        seen, live = state
+            state = self.live[spec] = _Live(0, {})
         created = self.order.created
-        if seen < len(created):
-            for claim in created[seen:]:
+        if state.seen < len(created):
+            for claim in created[state.seen :]:
                 if id(claim) not in dead:
-                    live[id(claim)] = claim
-            self.live[spec] = (len(created), live)
-        return live
+                    state.claims[id(claim)] = claim
+            state.seen = len(created)
+        return state.claims
 
     def add(self, pod: Pod, reasons: dict[str, str]) -> bool:
         data = self.pod_data(pod)
@@ -528,10 +483,9 @@ class _Solver:
     def try_schedule(self, pod: Pod) -> tuple[bool, dict[str, str], list[str]]:
         data = self.pod_data(pod)
         memo = (data.signature, data.requests)
-        known = self.failures.get(memo)
-        if known is not None and known[0] == self.placed and FAST_PATHS:
-            # An identical pod failed and nothing was placed since: it fails the same way.
-            return False, dict(known[1]), list(known[2])
+        known = self._known_failure(memo)
+        if known is not None:
+            return False, dict(known.reasons), list(known.steps)
         steps: list[str] = []
         current = pod
         while True:
@@ -543,15 +497,21 @@ class _Solver:
             if relaxed is None:
                 if not reasons:
                     reasons["nodepools"] = "no NodePool can launch nodes"
-                self.failures[memo] = (self.placed, dict(reasons), tuple(steps))
+                self.failures[memo] = Failure(self.placed, dict(reasons), tuple(steps))
                 return False, reasons, steps
             current, step = relaxed
             steps.append(step)
             self.topology.update(current)
             self.data.pop(Topology.uid(current), None)
 
+    def _known_failure(self, memo: object) -> Failure | None:
+        """An identical pod failed and nothing was placed since: it fails the same way
+        (*reference*: tries again)."""
+        known = self.failures.get(memo)
+        return known if known is not None and known.placed == self.placed else None
+
     def _place(
-        self, queue: _Queue, errors: dict[str, PodError], relaxations: dict[str, tuple[str, ...]]
+        self, queue: queueing.PodQueue, errors: dict[str, PodError], relaxations: dict[str, tuple[str, ...]]
     ) -> None:
         while (pod := queue.pop()) is not None:
             ok, reasons, steps = self.try_schedule(pod)
@@ -577,7 +537,7 @@ class _Solver:
                 errors[Topology.uid(candidate)] = PodError(candidate, {"validation": problem})
             else:
                 schedulable.append(candidate)
-        queue = _Queue(deque(queue_order(schedulable)), {})
+        queue = queueing.PodQueue(deque(queue_order(schedulable)), {})
         try:
             self._place(queue, errors, relaxations)
         except _Stopped as stopped:
@@ -609,6 +569,7 @@ def solve(
     consolidation: bool = False,
     stop: StopWhen | None = None,
     without: frozenset[str] = frozenset(),
+    caches: SchedulingCaches | None = None,
 ) -> Results:
     """Simulate scheduling ``pods`` (default: the snapshot's pending pods).
 
@@ -618,7 +579,8 @@ def solve(
     names, so the solve ends there and returns empty Results with ``stopped`` set.
     ``without``: solve the snapshot without the nodes of these names (a disruption pass solves
     one snapshot without one candidate after another, and shares the work of its nodes).
+    ``caches``: the caller's structures shared between solves (default: a fresh, empty one).
     """
     chosen = snapshot.pending_pods() if pods is None else tuple(pods)
-    solver = _Solver(snapshot, chosen, consolidation=consolidation, stop=stop, without=without)
+    solver = Solver(snapshot, chosen, consolidation=consolidation, stop=stop, without=without, caches=caches)
     return solver.solve(chosen)

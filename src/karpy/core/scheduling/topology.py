@@ -13,11 +13,10 @@ existing nodes. The bound pods a group counts come from the index of
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 
-from karpy.core.scheduling.boundpods import BoundIndex, bound_index
-from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
+from karpy.core.scheduling import topocounts
+from karpy.core.scheduling.boundpods import BoundIndex
 from karpy.core.scheduling.podinfo import signature
 from karpy.core.scheduling.topogroups import (
     AFFINITY,
@@ -31,7 +30,6 @@ from karpy.core.scheduling.topogroups import (
     build_domain_groups,
 )
 from karpy.core.snapshot import Snapshot, StateNode
-from karpy.model import labels
 from karpy.model.objects import Pod, PodAffinityTerm
 from karpy.model.requirements import Requirement, Requirements
 from karpy.model.selectors import LabelSelector
@@ -87,187 +85,6 @@ def _term_selector(pod: Pod, term: PodAffinityTerm) -> LabelSelector | None:
     return selector
 
 
-# Label maps of nodes are immutable and shared (a Node's labels, a StateNode's cached merge), so
-# their requirements are kept across solves by identity.
-_LABEL_REQS: ObjectMemo[Requirements] = ObjectMemo(8192)
-
-
-def _requirements_of(node_labels: Mapping[str, str]) -> Requirements:
-    return _LABEL_REQS.get(node_labels, lambda: Requirements.from_labels(node_labels))
-
-
-class _NodeView:
-    """What one group key and node filter make of a node, remembered by StateNode identity: the
-    domain its spread registers (``None`` if the filter rejects it or it lacks the key) and the
-    domain its bound pods count in. Both are pure of the frozen StateNode, and the solves of a
-    disruption pass (and the next passes) see the same StateNodes again."""
-
-    def __init__(self, key: str, node_filter: NodeFilter) -> None:
-        self.key = key
-        self.node_filter = node_filter
-        self._registered: dict[int, tuple[StateNode, str | None]] = {}
-        self._counted: dict[int, tuple[StateNode, str | None]] = {}
-
-    def registered(self, nodes: Sequence[StateNode]) -> list[str]:
-        """The domains of ``nodes`` a new group registers, in node order (repeats included)."""
-        out: list[str] = []
-        memo = self._registered
-        for node in nodes:
-            found = memo.get(id(node))
-            if found is None or found[0] is not node:
-                found = self._remember(memo, node, self._registered_domain(node))
-            if found[1] is not None:
-                out.append(found[1])
-        return out
-
-    def counted(self, state: StateNode) -> str | None:
-        """The domain the pods bound to ``state`` count in, or ``None`` if they do not count."""
-        found = self._counted.get(id(state))
-        if found is None or found[0] is not state:
-            found = self._remember(self._counted, state, self._counted_domain(state))
-        return found[1]
-
-    @staticmethod
-    def _remember(
-        memo: dict[int, tuple[StateNode, str | None]], state: StateNode, domain: str | None
-    ) -> tuple[StateNode, str | None]:
-        if len(memo) >= _MAX_VIEW_NODES:
-            memo.clear()
-        found = memo[id(state)] = (state, domain)  # the entry keeps the state alive: ids stay valid
-        return found
-
-    def _registered_domain(self, node: StateNode) -> str | None:
-        if node.node is None:
-            return None
-        nf = self.node_filter
-        if nf.active and not nf.matches(node.node.taints, _requirements_of(node.node.labels), frozenset()):
-            return None
-        return node.labels.get(self.key)
-
-    def _counted_domain(self, state: StateNode) -> str | None:
-        return _counted_domain(state, self.key, self.node_filter, _shared_requirements)
-
-
-def _counted_domain(
-    state: StateNode,
-    key: str,
-    node_filter: NodeFilter,
-    requirements_of: Callable[[str, Mapping[str, str]], Requirements],
-) -> str | None:
-    """The domain of ``key`` the pods bound to ``state`` count in (a node without a hostname label
-    is its own hostname domain), or ``None`` if it has none or ``node_filter`` rejects it."""
-    node_labels = state.labels
-    domain = node_labels.get(key)
-    if domain is None and key == labels.HOSTNAME:
-        domain = state.name
-    if domain is None:
-        return None
-    taints = state.node.taints if state.node is not None else state.taints
-    if node_filter.active and not node_filter.matches(
-        taints, requirements_of(state.name, node_labels), frozenset()
-    ):
-        return None
-    return domain
-
-
-def _shared_requirements(_name: str, node_labels: Mapping[str, str]) -> Requirements:
-    return _requirements_of(node_labels)
-
-
-_MAX_VIEW_NODES = 4096  # StateNodes remembered per view (a few passes of a 1,000-node cluster)
-_MAX_VIEWS = 64
-_VIEWS: dict[tuple[str, NodeFilter], _NodeView] = {}
-
-
-def _node_view(key: str, node_filter: NodeFilter) -> _NodeView:
-    found = _VIEWS.get((key, node_filter))
-    if found is None:
-        if len(_VIEWS) >= _MAX_VIEWS:
-            _VIEWS.clear()
-        found = _VIEWS[(key, node_filter)] = _NodeView(key, node_filter)
-    return found
-
-
-@dataclass(slots=True)
-class _FullCount:
-    """One group's count over a whole snapshot, excluding no pod: per domain, the nodes that
-    register it and the matched bound pods counted in it."""
-
-    registered: dict[str, int]
-    pods: dict[str, int]
-
-
-class _Whole:
-    """The nodes of a whole snapshot that the solves of a pass take some nodes out of
-    (``without``), with the group counts over all of them (:meth:`count`). A solve's count is
-    the whole count minus the nodes it lacks and the pods it schedules; the order a group
-    learns its domains in does not matter (every reader sorts, or takes a minimum or a set)."""
-
-    __slots__ = ("active", "active_names", "by_name", "counts", "nodes", "pods", "registered", "usable")
-
-    def __init__(
-        self, active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]
-    ) -> None:
-        self.active, self.nodes, self.pods = active, nodes, pods  # kept alive: the cache's ids stay valid
-        self.by_name = {n.name: n for n in nodes}
-        self.active_names = frozenset(n.name for n in active)
-        # repeated names, or a name with ":" (see Topology._plain): only the plain count will do
-        self.usable = len(self.by_name) == len(nodes) and ":" not in "".join(self.by_name)
-        self.counts: dict[object, _FullCount] = {}
-        # id(view) -> (the view, the active nodes per domain it registers): the same for every
-        # group of one key and node filter (readers never change it)
-        self.registered: dict[int, tuple[_NodeView, dict[str, int]]] = {}
-
-    def count(self, key: object, group: TopologyGroup, view: _NodeView, bound: BoundIndex) -> _FullCount:
-        found = self.counts.get(key)
-        if found is not None:
-            return found
-        known = self.registered.get(id(view))
-        if known is not None and known[0] is view:
-            registered = known[1]
-        else:
-            registered = {}
-            for domain in view.registered(self.active):
-                registered[domain] = registered.get(domain, 0) + 1
-            if len(self.registered) >= _MAX_VIEWS:
-                self.registered.clear()
-            self.registered[id(view)] = (view, registered)
-        pods: dict[str, int] = {}
-        if group.selector is not None:
-            for matched in bound.matching(group.namespaces, group.selector):
-                for name, count in matched.per_node.items():
-                    state = self.by_name.get(name)
-                    where = view.counted(state) if state is not None else None
-                    if where is not None:
-                        pods[where] = pods.get(where, 0) + count
-        if len(self.counts) >= _MAX_WHOLE_COUNTS:
-            self.counts.clear()
-        found = self.counts[key] = _FullCount(registered, pods)
-        return found
-
-
-class _NamesWithout:
-    """The whole snapshot's nodes by name, less the ``without`` ones: a solve's nodes by name."""
-
-    __slots__ = ("by_name", "without")
-
-    def __init__(self, by_name: dict[str, StateNode], without: frozenset[str]) -> None:
-        self.by_name, self.without = by_name, without
-
-    def get(self, name: str) -> StateNode | None:
-        return None if name in self.without else self.by_name.get(name)
-
-
-_MAX_WHOLE_COUNTS = 256  # groups remembered per whole snapshot
-_WHOLE: IdentityCache[_Whole] = IdentityCache(2)  # a pass uses one, a provisioning solve another
-
-
-def _whole(active: tuple[StateNode, ...], nodes: tuple[StateNode, ...], pods: tuple[Pod, ...]) -> _Whole:
-    return _WHOLE.get(
-        (by_identity(active), by_identity(nodes), by_identity(pods)), lambda: _Whole(active, nodes, pods)
-    )
-
-
 class Topology:
     """All topology groups of one solve, indexed by owner, by key and by selected pod labels.
 
@@ -283,22 +100,21 @@ class Topology:
         domain_groups: dict[str, DomainGroup],
         pods: Sequence[Pod],
         respect_preferences: bool,
-        whole: tuple[tuple[StateNode, ...], tuple[StateNode, ...]] | None = None,
+        bound: BoundIndex,
+        whole: topocounts.Whole | None = None,
         without: frozenset[str] = frozenset(),
     ) -> None:
         self._snapshot = snapshot
         self._nodes = nodes
-        self._whole: _Whole | None = None
+        self._whole: topocounts.Whole | None = None
         self._without = without
         self._without_active: list[StateNode] = []
-        if whole is not None and isinstance(snapshot.pods, tuple):
-            found = _whole(whole[0], whole[1], snapshot.pods)
-            if found.usable:  # unique names without ":": so are the snapshot's, a subset of them
-                self._whole = found
-                self._without_active = [found.by_name[n] for n in without if n in found.active_names]
-        self._node_by_name: dict[str, StateNode] | _NamesWithout
+        if whole is not None and whole.usable:  # unique names without ":": so are the snapshot's
+            self._whole = whole
+            self._without_active = [whole.by_name[n] for n in without if n in whole.active_names]
+        self._node_by_name: dict[str, StateNode] | topocounts.NamesWithout
         if self._whole is not None:
-            self._node_by_name = _NamesWithout(self._whole.by_name, without)
+            self._node_by_name = topocounts.NamesWithout(self._whole.by_name, without)
             self._plain = False
         else:
             self._node_by_name = by_name = {n.name: n for n in nodes}
@@ -322,7 +138,7 @@ class Topology:
         self._memo: dict[tuple[int, int, Requirement, Requirement], Requirement] = {}
         self._node_reqs: dict[str, Requirements] = {}
         self._excluded = frozenset(p.uid or p.key for p in pods)
-        self._bound = bound_index(snapshot.pods)
+        self._bound = bound
         self._track_existing_anti_affinity()
         for pod in pods:
             self.update(pod)
@@ -479,11 +295,11 @@ class Topology:
         """Register the group's node domains and count its bound pods (not those being scheduled).
 
         The same as :meth:`_count_plain`, from what the solves of a pass share: the matched pods
-        per node of the bound index and the per-StateNode domains of a :class:`_NodeView`."""
+        per node of the bound index and the per-StateNode domains of a :class:`topocounts.NodeView`."""
         if self._plain or PLAIN_COUNTS:
             self._count_plain(group)
             return
-        view = _node_view(group.key, group.node_filter)
+        view = topocounts.node_view(group.key, group.node_filter)
         if self._whole is not None:
             self._count_from_whole(group, view, self._whole)
             return
@@ -503,7 +319,9 @@ class Topology:
                 if domain is not None:
                     group.record_count(domain, count)
 
-    def _count_from_whole(self, group: TopologyGroup, view: _NodeView, whole: _Whole) -> None:
+    def _count_from_whole(
+        self, group: TopologyGroup, view: topocounts.NodeView, whole: topocounts.Whole
+    ) -> None:
         """:meth:`_count` as the whole snapshot's count less the nodes taken out and the pods
         being scheduled (still counted where they are bound in the whole count)."""
         full = whole.count(self._hash(group), group, view, self._bound)
@@ -585,12 +403,12 @@ class Topology:
         state = self._node_by_name.get(node_name)
         if state is None:
             return None
-        return _counted_domain(state, group.key, group.node_filter, self._labels_reqs)
+        return topocounts.counted_domain(state, group.key, group.node_filter, self._labels_reqs)
 
     def _labels_reqs(self, key: str, node_labels: Mapping[str, str]) -> Requirements:
         reqs = self._node_reqs.get(key)
         if reqs is None:
-            reqs = self._node_reqs[key] = _requirements_of(node_labels)
+            reqs = self._node_reqs[key] = topocounts.requirements_of(node_labels)
         return reqs
 
     # -- use during a solve -------------------------------------------------------------

@@ -260,7 +260,7 @@ def test_the_reads_of_several_tuples_combine_into_the_read_of_their_pods(
         "batch", requirements=[(wk.CAPACITY_TYPE, "In", [OD])], taints=[Taint("tier", "NoSchedule", "batch")]
     )
     snap = spot_snapshot([b.running_pod("x", "s2", cpu="100m")], pools=[b.disruption_pool(), batch])
-    passroom = room._pass_room_of(snap)
+    passroom = room._pass_room_of(snap, scheduling.SchedulingCaches())
     bounds = sorted({min(c, len(pods)) for c in cuts} | {0, len(pods)})
     parts = [tuple(pods[lo:hi]) for lo, hi in itertools.pairwise(bounds)]
     stop_pools = frozenset({"default"})
