@@ -1,4 +1,4 @@
-"""The fault suite, lifecycle part (issue 34): liveness, SIGTERM and SIGKILL, restarts, failover,
+"""The fault suite, lifecycle part: liveness, SIGTERM and SIGKILL, restarts, failover,
 the controllers' logging during an outage, a create answered without a name.
 
 The operators are real ``karpy operator`` subprocesses (:mod:`fault_harness`) against the

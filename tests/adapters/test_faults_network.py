@@ -1,4 +1,4 @@
-"""The fault suite: the API server unreachable for 10 s while the operator works (issue 34).
+"""The fault suite: the API server unreachable for 10 s while the operator works.
 
 The operator (:class:`operator_harness.RunningOperator`, in a thread) reaches the emulator only
 through a :class:`proxy.FaultProxy`; the test, standing in for kubectl and the users, talks to

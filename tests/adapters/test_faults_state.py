@@ -1,4 +1,4 @@
-"""Fault suite (issue 34, items 1 and 5): the operator's state and readiness when objects turn
+"""Fault suite: the operator's state and readiness when objects turn
 invalid, when the API server's state is reset and when a required cache fails, over real HTTP
 (karpy's emulator served on a port, the operator in a thread), each test bounded in time."""
 

@@ -1,4 +1,4 @@
-"""The kube client's concurrency (issue 34, item 4): ``batch``, at most N in flight, the rate limit,
+"""The kube client's concurrency: ``batch``, at most N in flight, the rate limit,
 the Lease's priority, and the operator's lifecycle over a slow API server.
 
 Over real HTTP against the project's emulator; a slowed emulator (every request but the watches and

@@ -346,7 +346,7 @@ def test_a_watcher_over_http_reports_bodies_it_cannot_use() -> None:
         stock.stop()
 
 
-# -- issue 34: relist on every failure but a plain connection failure; a server state reset -----
+# -- relist on every failure but a plain connection failure; a server state reset -----
 
 
 def _start(client: KubeClient, watcher: watch.Watcher) -> None:

@@ -1,4 +1,4 @@
-"""The operator end to end against kmock's emulator over real HTTP (issue 7's "done when")."""
+"""The operator end to end against kmock's emulator over real HTTP."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """``karpy operator --provider aws`` end to end: kmock's emulator over HTTP and a moto server.
 
-The story (issue 27's end-to-end test): an EC2NodeClass resolves to Ready from the seeded VPC;
+The story: an EC2NodeClass resolves to Ready from the seeded VPC;
 a pending pod becomes a NodeClaim and an EC2 instance in moto with the cluster's tags; the test
 registers a Node with the instance's providerID, as the kubelet would, and binds the pod; the
 instance is tagged with its NodeClaim; a spot interruption message on the SQS queue deletes the

@@ -1,5 +1,5 @@
-"""Which caches gate the operator's controllers (issue 27), without a server: the table per
-provider, and :class:`karpy.operator.CacheGate`'s ``/readyz`` bodies (issue 34: a required kind
+"""Which caches gate the operator's controllers, without a server: the table per
+provider, and :class:`karpy.operator.CacheGate`'s ``/readyz`` bodies (a required kind
 not watching now fails it), gauge and log lines."""
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""The operator against kmock's STOCK ``KubernetesEmulator`` (issue 27, "Operator robustness").
+"""The operator against kmock's STOCK ``KubernetesEmulator``.
 
 The stock emulator is not :class:`emulator.KarpyEmulator`: ``GET /api/v1/namespaces`` answers 500
 (``ValueError('not enough values to unpack ...')``, its router cannot parse the path), it ignores
 ``generateName`` (the object is stored without a name), sets no ``creationTimestamp`` and has no
-resourceVersions (``"..."``). Before issue 27 the operator waited for the Namespace cache forever
-and never created a NodeClaim; now Namespace is optional, the failure is one warning line, the
-kube client names generateName objects itself and stamps ``creationTimestamp``.
+resourceVersions (``"..."``). Over it Namespace is an optional cache (the failure is one warning
+line, provisioning does not wait for it), and the kube client names generateName objects itself
+and stamps ``creationTimestamp``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The lifecycle's phases (issue 34, item 4): one ``KubeAPI.batch`` per step for every claim of a
+"""The lifecycle's phases: one ``KubeAPI.batch`` per step for every claim of a
 pass, each claim seeing the calls it would see alone, and a failing call stopping only its claim.
 
 Against the in-memory API server (whose ``batch`` makes the calls in order) with the kwok provider;

@@ -1,4 +1,4 @@
-"""Whole stories through the wired controllers on a virtual loop (issue 5's "done when").
+"""Whole stories through the wired controllers on a virtual loop.
 
 Every story runs karpy's real controllers (``runtime.wiring.build``) against the in-memory
 API server, the kwok provider (Node objects, no VM), the kube-scheduler stand-in and the

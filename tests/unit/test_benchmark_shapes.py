@@ -1,4 +1,4 @@
-"""The benchmark shapes of issue 4 (``benchmarks/scheduling.py``) are built as the issue says.
+"""The benchmark shapes of ``benchmarks/scheduling.py`` are built as documented there.
 
 Builds each shape at a tiny size and checks its structure; solves ``upstream-diverse`` at 50
 pods and expects every pod placed (upstream fails its benchmark on any pod error).

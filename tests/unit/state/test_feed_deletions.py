@@ -1,4 +1,4 @@
-"""Deletions reach the cluster state by key (issue 34, item 1): a DELETED event or a relist's
+"""Deletions reach the cluster state by key: a DELETED event or a relist's
 tombstone removes its (kind, namespace, name) whatever the raw object looks like, an update that
 no longer validates drops the previous good copy, listeners hear of both, and every index the
 cluster keeps (sorted names, journals, providerID joins, bound pods) stays as after a deletion."""
