@@ -101,10 +101,28 @@ class Loaded:
         return not self.problems
 
     def workload_pods(self) -> list[objects.Pod]:
-        """Pods from ``kind: Pod`` documents, then the expansions of Deployments and ReplicaSets."""
+        """Pods from ``kind: Pod`` documents, then the expansions of Deployments and ReplicaSets
+        whose pods are not loaded already. A cluster's snapshot (``karpy snapshot``) holds a
+        Deployment, its ReplicaSets (``<deployment>-<pod-template-hash>``) and their pods: only
+        the pods count, so a ReplicaSet owning a loaded pod is not expanded, nor a Deployment
+        with such a ReplicaSet (loaded, or named by a loaded pod's owner)."""
         out = list(self.pods)
-        for wl in [*self.deployments, *self.replicasets]:
-            out.extend(convert.expand(wl))
+        live = {(p.namespace, o.name) for p in self.pods for o in p.owners if o.kind == "ReplicaSet"}
+        owned = [
+            (p.namespace, o.name, p.labels) for p in self.pods for o in p.owners if o.kind == "ReplicaSet"
+        ]
+        owned += [(rs.namespace, rs.name, rs.template.labels) for rs in self.replicasets]
+        hashed = {
+            (ns, name.removesuffix(f"-{labels['pod-template-hash']}"))
+            for ns, name, labels in owned
+            if labels.get("pod-template-hash") and name.endswith(f"-{labels['pod-template-hash']}")
+        }
+        for wl in self.deployments:
+            if (wl.namespace, wl.name) not in hashed:
+                out.extend(convert.expand(wl))
+        for wl in self.replicasets:
+            if (wl.namespace, wl.name) not in live:
+                out.extend(convert.expand(wl))
         return out
 
     def add(self, obj: object, *, file: str = "", index: int = 0) -> None:

@@ -1,4 +1,4 @@
-"""The ``karpy`` command line: simulate, plan, disrupt, conformance, catalog and operator.
+"""The ``karpy`` command line: simulate, plan, disrupt, conformance, catalog, operator and snapshot.
 
 The only place that prints. Bad input exits 2 with one line per problem (file, object,
 field); everything valid is still used.
@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import typer
 
-from karpy.cli import catalog_cmd, conformance_cmd, disrupt_cmd, operator_cmd, plan_cmd, simulate_cmd
+from karpy.cli import (
+    catalog_cmd,
+    conformance_cmd,
+    disrupt_cmd,
+    operator_cmd,
+    plan_cmd,
+    simulate_cmd,
+    snapshot_cmd,
+)
 
 __all__ = ["app", "main"]
 
@@ -24,6 +32,7 @@ app.command("plan")(plan_cmd.plan)
 app.command("disrupt")(disrupt_cmd.disrupt)
 app.command("conformance")(conformance_cmd.conformance)
 app.command("operator")(operator_cmd.operator)
+app.command("snapshot")(snapshot_cmd.snapshot)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
 
 

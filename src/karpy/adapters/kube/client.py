@@ -148,6 +148,7 @@ class KubeClient:
         self,
         *,
         kubeconfig: str | None = None,
+        context: str | None = None,
         host: str | None = None,
         timeout: float = 30.0,
         edge: Edge | None = None,
@@ -171,6 +172,7 @@ class KubeClient:
         self._rng = rng or random.SystemRandom()  # generateName suffixes
         self.timeout = timeout
         self._kubeconfig = kubeconfig
+        self._context = context  # the kubeconfig context (None: its current-context)
         self._host = host
         self._api: k8s_client.ApiClient | None = None
         self._callbacks: list[Callable[[WatchEvent], None]] = []
@@ -189,7 +191,9 @@ class KubeClient:
         self.edge.start()
 
         async def make() -> k8s_client.ApiClient:
-            cfg = await load_configuration(kubeconfig=self._kubeconfig, host=self._host)
+            cfg = await load_configuration(
+                kubeconfig=self._kubeconfig, host=self._host, context=self._context
+            )
             if cfg.connection_pool_maxsize is not None:  # None: no limit
                 wanted = self.max_in_flight + _EDGE_CONNECTIONS
                 cfg.connection_pool_maxsize = max(cfg.connection_pool_maxsize, wanted)

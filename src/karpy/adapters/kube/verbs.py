@@ -64,6 +64,11 @@ RESOURCES: dict[str, Resource] = {
         Resource("PodDisruptionBudget", "policy", "v1", "poddisruptionbudgets", True, True),
         Resource("Lease", "coordination.k8s.io", "v1", "leases", True, False),
         Resource("Event", "events.k8s.io", "v1", "events", True, False),
+        Resource("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True, True),
+        Resource("PersistentVolume", "", "v1", "persistentvolumes", False, True),
+        Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, False),
+        Resource("ReplicaSet", "apps", "v1", "replicasets", True, True),
+        Resource("StatefulSet", "apps", "v1", "statefulsets", True, True),
     )
 }
 _CREATE_DROPS_STATUS = frozenset({"NodeClaim", "NodePool", "EC2NodeClass", "KWOKNodeClass"})
