@@ -8,7 +8,7 @@ Runs ``scale-7d`` (``benchmarks/simulation.py``) for ``--until`` virtual hours a
 each kind's objects ``--rounds`` times over and prints the median microseconds per event. The
 caches of the parse path (pod specs, quantities, times) stay warm across rounds, as they do
 across the events of a run. Never run by CI or ``make bench``; compare two commits one after
-the other on a quiet machine (``docs/performance.md``, fifteenth round).
+the other on a quiet machine (``docs/performance.md`` says how to compare).
 """
 
 from __future__ import annotations
