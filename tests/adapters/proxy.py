@@ -52,6 +52,12 @@ class FaultProxy:
         )
         self._ready.set()
         self._loop.run_forever()
+        # stopped: end the connections still piped (their tasks would be dropped half-run)
+        pending = [task for task in asyncio.all_tasks(self._loop) if not task.done()]
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self._loop.close()
 
     async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, delay: bool) -> None:
         try:
@@ -123,6 +129,8 @@ class FaultProxy:
         self._call(reopen)
 
     def stop(self) -> None:
+        if not self._thread.is_alive():
+            return  # stopped already
         self.cut()
 
         def halt() -> None:
