@@ -17,9 +17,9 @@ import copy
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from karpy.api import encode
 from karpy.model import errors
 from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, KubeOp, RawObject, WatchEvent
@@ -72,10 +72,6 @@ def _copy(value: _T) -> _T:
     if isinstance(value, str | int | float | bool):
         return value
     return copy.deepcopy(value)
-
-
-def _rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -243,7 +239,7 @@ class MemoryKube:
         if kind not in CLUSTER_SCOPED:
             smeta["namespace"] = key[1]
         smeta["uid"] = smeta.get("uid") or f"uid-{next(self._uid):08d}"
-        smeta.setdefault("creationTimestamp", _rfc3339(self._clock.now()))
+        smeta.setdefault("creationTimestamp", encode.time(self._clock.now()))
         self._stamp(stored)
         self._store(key, stored)
         self._emit("ADDED", kind, stored)
@@ -332,7 +328,7 @@ class MemoryKube:
         if current["metadata"].get("finalizers"):
             if not current["metadata"].get("deletionTimestamp"):
                 stored = _copy(current)
-                stored["metadata"]["deletionTimestamp"] = _rfc3339(self._clock.now())
+                stored["metadata"]["deletionTimestamp"] = encode.time(self._clock.now())
                 self._replace(key, stored)
             return
         self._drop(key)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from karpy import native
-from karpy.api import common
+from karpy.api import common, encode
 from karpy.model.errors import InputError
 from karpy.sim import report as report_mod
 from karpy.sim import runner
@@ -41,10 +40,6 @@ _ABLATIONS = {
 }
 
 
-def _stamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def document(
     scenario: scenario_mod.Scenario, seed: int, results: dict[str, runner.RunResult]
 ) -> dict[str, Any]:
@@ -55,8 +50,8 @@ def document(
         "kind": "SimulationResult",
         "scenario": scenario.name,
         "seed": seed,
-        "start": _stamp(scenario.start),
-        "end": _stamp(first.end if first is not None else scenario.end),
+        "start": encode.time(scenario.start),
+        "end": encode.time(first.end if first is not None else scenario.end),
         "runs": {name: result.to_dict() for name, result in results.items()},
     }
 

@@ -7,11 +7,12 @@ to a retry delay:
 - :class:`~karpy.adapters.kube.errors.NotLeader` (a write refused on a follower): 1 s, quietly;
 - :class:`~karpy.controllers.result.TemporaryError`: its delay, a warning;
   :class:`~karpy.controllers.result.PermanentError`: not again until woken, an error line;
-- a connection-type failure (:data:`TRANSIENT`: the API server unreachable, a timeout, a 5xx
-  or a 429): exponential backoff and ONE warning line per controller naming the request, the
-  cause and the retry delay, without a traceback; its repeats are logged at debug level until
-  :data:`REPEAT_WARNING_SECONDS` have passed, and the first run that works again at info level.
-  So an outage is one line per controller, not a traceback per retry;
+- a connection-type failure (:data:`karpy.adapters.kube.errors.TRANSIENT`: the API server
+  unreachable, a timeout, a 5xx or a 429): exponential backoff and ONE warning line per
+  controller naming the request, the cause and the retry delay, without a traceback; its
+  repeats are logged at debug level until :data:`REPEAT_WARNING_SECONDS` have passed, and the
+  first run that works again at info level. So an outage is one line per controller, not a
+  traceback per retry;
 - any other exception (a bug): the same backoff, logged with its traceback every time.
 
 :class:`~karpy.adapters.kube.errors.Interrupted` (the operator stopping) is a ``BaseException``
@@ -29,17 +30,11 @@ from karpy.adapters.kube import errors as kube_errors
 from karpy.controllers.result import PermanentError, TemporaryError
 from karpy.model import errors
 
-__all__ = ["REPEAT_WARNING_SECONDS", "TRANSIENT", "backoff", "guarded"]
+__all__ = ["REPEAT_WARNING_SECONDS", "backoff", "guarded"]
 
 log = logging.getLogger("karpy.operator")
 
 REPEAT_WARNING_SECONDS = 300.0  # a controller's connection trouble is warned about again after this
-TRANSIENT: tuple[type[BaseException], ...] = (
-    kube_errors.Unavailable,  # 5xx, a broken connection, a request that timed out
-    errors.TooManyRequests,
-    TimeoutError,
-    ConnectionError,
-)
 
 Task = Callable[[], float | None]
 
@@ -80,7 +75,7 @@ def guarded(
         except PermanentError as exc:
             log.error("controller %s: %s", name, exc)
             return None
-        except TRANSIENT as exc:
+        except kube_errors.TRANSIENT as exc:
             failures += 1
             delay = backoff(failures)
             now = clock()

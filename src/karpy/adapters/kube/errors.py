@@ -13,7 +13,7 @@ from typing import Any
 
 from karpy.model import errors
 
-__all__ = ["Gone", "Interrupted", "NotLeader", "Unavailable", "from_response", "from_status"]
+__all__ = ["TRANSIENT", "Gone", "Interrupted", "NotLeader", "Unavailable", "from_response", "from_status"]
 
 
 class Gone(errors.KubeError):
@@ -40,6 +40,16 @@ class NotLeader(errors.KubeError):
     """A write was refused locally because this replica does not hold the leader Lease."""
 
     status = 503
+
+
+# Failures of an API server that is down, overloaded or unreachable, worth retrying with backoff:
+# a 5xx, a broken connection or a timed-out request (Unavailable), a 429, a bare timeout.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    Unavailable,
+    errors.TooManyRequests,
+    TimeoutError,
+    ConnectionError,
+)
 
 
 def _message(body: Any) -> str:

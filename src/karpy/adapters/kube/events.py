@@ -41,7 +41,6 @@ __all__ = ["KubeEvents", "event_body"]
 log = logging.getLogger("karpy.kube.events")
 
 Item = tuple[str, dict[str, Any]]  # (POST path, Event body)
-_RETRY = (kerrors.Unavailable, errors.TooManyRequests, TimeoutError)
 
 
 def event_body(event: Event, *, controller: str, instance: str, uid: str = "") -> dict[str, Any]:
@@ -194,7 +193,7 @@ class KubeEvents:
             await self.kube.request("POST", path, body=body)
         except errors.AlreadyExists:
             pass  # an earlier attempt went through (its answer was lost): the name is ours
-        except _RETRY as exc:
+        except kerrors.TRANSIENT as exc:
             self.failed += 1
             self._cause = str(exc)
             return None

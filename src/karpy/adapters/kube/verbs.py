@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, NamedTuple, Protocol
 
+from karpy.api import encode
 from karpy.model import errors
 from karpy.ports import RawObject
 
@@ -89,10 +89,6 @@ class Send(Protocol):
     ) -> Awaitable[Any]: ...
 
 
-def _rfc3339(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _namespace(res: Resource, namespace: str | None) -> str | None:
     return namespace or ("default" if res.namespaced else None)
 
@@ -129,8 +125,8 @@ async def create(send: Send, obj: RawObject, *, name_for: Callable[[str], str], 
     res = resource(kind)
     meta = obj.get("metadata") or {}
     prefix = "" if meta.get("name") else str(meta.get("generateName") or "")
-    namespace = meta.get("namespace") or ("default" if res.namespaced else None)
-    stamp = meta.get("creationTimestamp") or _rfc3339(time.time())
+    namespace = _namespace(res, meta.get("namespace"))
+    stamp = meta.get("creationTimestamp") or encode.time(time.time())
     for attempt in range(1, _NAME_ATTEMPTS + 1):
         body = dict(obj)
         body.setdefault("apiVersion", res.api_version)
