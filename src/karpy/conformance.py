@@ -23,10 +23,11 @@ from karpy.api import common as api_common
 from karpy.api import load as api_load
 from karpy.catalog import conformance as conformance_catalog
 from karpy.core import disruption, scheduling
+from karpy.core.snapshot import Snapshot
 from karpy.model import labels
 from karpy.model.catalog import Catalog
 from karpy.model.errors import InputError
-from karpy.model.objects import Node, NodePool, Pod
+from karpy.model.objects import Node, Pod
 from karpy.state.cluster import Cluster
 from karpy.state.events import ObjectEvent
 
@@ -36,12 +37,14 @@ __all__ = [
     "PASS",
     "SKIP",
     "Outcome",
+    "Scenario",
     "Summary",
     "iter_run",
     "load_disputed",
     "run_paths",
     "run_scenario",
     "scenario_files",
+    "scenario_snapshot",
 ]
 
 PASS, FAIL, SKIP, DISPUTED = "PASS", "FAIL", "SKIP", "DISPUTED"
@@ -166,19 +169,67 @@ def run_scenario(
         return Outcome(name, FAIL, f"bad scenario: {exc}", str(path))
 
 
-def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, str]:
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A scenario's state, built as the runner builds it: the snapshot at ``now`` and its inputs."""
+
+    name: str
+    kind: str  # scheduling | disruption
+    catalog: Catalog
+    snapshot: Snapshot
+    now: float
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    expect: Mapping[str, Any]
+
+
+def scenario_snapshot(path: Path, catalogs: _Catalogs | None = None) -> Scenario:
+    """Read the scenario at ``path`` into the snapshot its one pass runs on (``explain`` uses it)."""
+    doc = yaml.load(path.read_text(), Loader=_Loader)
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: not a scenario mapping")
+    return _scenario(path, doc, catalogs or _Catalogs())
+
+
+def _scenario(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> Scenario:
+    kind = str(doc.get("kind", "scheduling"))
     catalog = catalogs.get(path, doc.get("instanceTypes", "karpenter-fake"))
-    pools: list[NodePool] = _objects(doc, "nodePools", api_load.convert_node_pool, path)
-    nodes: list[Node] = _objects(doc, "existingNodes", api_load.convert_node, path)
-    daemonsets = _objects(doc, "daemonSets", api_load.convert_daemonset, path)
-    pods: list[Pod] = _objects(doc, "pods", api_load.convert_pod, path)
-    types = catalog.instance_types
-    cluster = Cluster(
-        lambda _pool, _nc: types, settings=settings_mod.Settings(), well_known=catalog.well_known
+    gates = doc.get("featureGates") or {}
+    settings = settings_mod.Settings(
+        features=settings_mod.FeatureGates(
+            spot_to_spot_consolidation=bool(gates.get("SpotToSpotConsolidation", False))
+        )
     )
-    for obj in [*pools, *nodes, *daemonsets, *pods]:
+    nodes: list[Node] = _objects(doc, "existingNodes", api_load.convert_node, path)
+    pods: list[Pod] = _objects(doc, "pods", api_load.convert_pod, path)
+    objects: list[Any] = [
+        *_objects(doc, "nodePools", api_load.convert_node_pool, path),
+        *nodes,
+        *_objects(doc, "nodeClaims", api_load.convert_node_claim, path),
+        *_objects(doc, "daemonSets", api_load.convert_daemonset, path),
+        *pods,
+        *_objects(doc, "podDisruptionBudgets", api_load.convert_pdb, path),
+    ]
+    types = catalog.instance_types
+    cluster = Cluster(lambda _pool, _nc: types, settings=settings, well_known=catalog.well_known)
+    for obj in objects:
         cluster.apply(ObjectEvent.added(obj))
-    snapshot = cluster.snapshot(0.0)
+    now = api_common.parse_time(str(doc.get("now", "2026-01-01T00:00:00Z"))) if kind == "disruption" else 0.0
+    return Scenario(
+        str(doc.get("name", path.stem)),
+        kind,
+        catalog,
+        cluster.snapshot(now),
+        now,
+        tuple(nodes),
+        tuple(pods),
+        doc.get("expect") or {},
+    )
+
+
+def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, str]:
+    scenario = _scenario(path, doc, catalogs)
+    catalog, snapshot, nodes, pods = scenario.catalog, scenario.snapshot, scenario.nodes, scenario.pods
     results = scheduling.solve(snapshot)
     catalog_order = [it.name for it in catalog.instance_types]
     placed: dict[str, _Placed] = {}
@@ -207,27 +258,10 @@ def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, 
 
 
 def _run_disruption(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, str]:
-    catalog = catalogs.get(path, doc.get("instanceTypes", "karpenter-fake"))
-    gates = doc.get("featureGates") or {}
-    settings = settings_mod.Settings(
-        features=settings_mod.FeatureGates(
-            spot_to_spot_consolidation=bool(gates.get("SpotToSpotConsolidation", False))
-        )
-    )
-    objects: list[Any] = [
-        *_objects(doc, "nodePools", api_load.convert_node_pool, path),
-        *_objects(doc, "existingNodes", api_load.convert_node, path),
-        *_objects(doc, "nodeClaims", api_load.convert_node_claim, path),
-        *_objects(doc, "daemonSets", api_load.convert_daemonset, path),
-        *_objects(doc, "pods", api_load.convert_pod, path),
-        *_objects(doc, "podDisruptionBudgets", api_load.convert_pdb, path),
-    ]
+    scenario = _scenario(path, doc, catalogs)
+    catalog, now = scenario.catalog, scenario.now
+    decision = disruption.compute(scenario.snapshot, now)
     types = catalog.instance_types
-    cluster = Cluster(lambda _pool, _nc: types, settings=settings, well_known=catalog.well_known)
-    for obj in objects:
-        cluster.apply(ObjectEvent.added(obj))
-    now = api_common.parse_time(doc.get("now", "2026-01-01T00:00:00Z"))
-    decision = disruption.compute(cluster.snapshot(now), now)
     order = [it.name for it in types]
     failures = _check_disruption(doc.get("expect") or {}, decision, order, catalog.well_known)
     if failures:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,3 +29,13 @@ def kubectl(emu: EmulatorThread) -> Iterator[KubeClient]:
     client = KubeClient(host=emu.url, identity="kubectl", timeout=5.0).start()
     yield client
     client.close()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """The root logger's handlers and level as they were (a command run in-process sets them)."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    yield
+    root.handlers[:], level = saved
+    root.setLevel(level)

@@ -125,3 +125,17 @@ def http_get(url: str) -> tuple[int, str]:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+def kubeconfig_file(path: Path, server: str, *, context: str = "emu") -> Path:
+    """A kubeconfig whose context ``context`` points at ``server`` (the current context is another,
+    unreachable one: a command must pass ``--context``)."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: other\n"
+        f"clusters: [{{name: emu, cluster: {{server: '{server}'}}}},"
+        " {name: other, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: emu, user: {token: test}}]\n"
+        f"contexts: [{{name: {context}, context: {{cluster: emu, user: emu}}}},"
+        " {name: other, context: {cluster: other, user: emu}}]\n"
+    )
+    return path

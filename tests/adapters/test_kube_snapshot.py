@@ -10,16 +10,14 @@ unreachable server exiting 2 with one line naming it, and no Secret ever request
 from __future__ import annotations
 
 import json
-import logging
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from emulator import EmulatorThread
-from operator_harness import CATALOG, NODE_CLASS, node_pool, pending_pod
+from operator_harness import CATALOG, NODE_CLASS, kubeconfig_file, node_pool, pending_pod
 from typer.testing import CliRunner, Result
 
 from karpy import cli
@@ -31,25 +29,7 @@ KARPENTER = ("NodePool", "NodeClaim", "EC2NodeClass", "KWOKNodeClass")
 MANAGED = [{"manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1"}]
 
 
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    saved = (root.handlers[:], root.level)
-    yield
-    root.handlers[:], level = saved
-    root.setLevel(level)
-
-
-def _kubeconfig(path: Path, server: str, *, context: str = "emu") -> Path:
-    path.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: other\n"
-        f"clusters: [{{name: emu, cluster: {{server: '{server}'}}}},"
-        " {name: other, cluster: {server: 'http://127.0.0.1:9'}}]\n"
-        "users: [{name: emu, user: {token: test}}]\n"
-        f"contexts: [{{name: {context}, context: {{cluster: emu, user: emu}}}},"
-        " {name: other, context: {cluster: other, user: emu}}]\n"
-    )
-    return path
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def _run(*args: str) -> Result:
@@ -172,7 +152,7 @@ def test_snapshot_writes_one_file_per_kind_and_plan_reads_the_folder(
         kubectl.create(obj)
     assert kubectl.list("Pod")[0]["metadata"].get("managedFields") == MANAGED  # served with them
     out = tmp_path / "snap"
-    config = _kubeconfig(tmp_path / "kubeconfig", emu.url, context="target")
+    config = kubeconfig_file(tmp_path / "kubeconfig", emu.url, context="target")
     result = _run("snapshot", "--kubeconfig", str(config), "--context", "target", "-o", str(out))
     assert result.exit_code == 0, result.stderr
     assert result.stderr == ""
@@ -223,7 +203,7 @@ def test_no_secret_is_ever_requested_and_every_kind_is_listed(
     emu: EmulatorThread, kubectl: KubeClient, tmp_path: Path
 ) -> None:
     kubectl.create(pending_pod())
-    config = _kubeconfig(tmp_path / "kubeconfig", emu.url)
+    config = kubeconfig_file(tmp_path / "kubeconfig", emu.url)
     result = _run("snapshot", "--kubeconfig", str(config), "--context", "emu", "-o", str(tmp_path / "s"))
     assert result.exit_code == 0, result.stderr
     paths = [request.url.path for request in emu.requests()]
@@ -242,7 +222,7 @@ def test_a_kind_not_served_is_skipped_with_one_line_and_the_rest_is_written(tmp_
         kubectl.create(_node())
         kubectl.create(pending_pod())
         out = tmp_path / "snap"
-        config = _kubeconfig(tmp_path / "kubeconfig", emu.url)
+        config = kubeconfig_file(tmp_path / "kubeconfig", emu.url)
         result = _run("snapshot", "--kubeconfig", str(config), "--context", "emu", "-o", str(out))
     finally:
         kubectl.close()
@@ -267,7 +247,7 @@ def test_an_unreachable_server_exits_2_with_one_line_naming_it(tmp_path: Path) -
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     server = f"http://127.0.0.1:{port}"
-    config = _kubeconfig(tmp_path / "kubeconfig", server)
+    config = kubeconfig_file(tmp_path / "kubeconfig", server)
     out = tmp_path / "snap"
     result = _run(
         "snapshot", "--kubeconfig", str(config), "--context", "emu", "-o", str(out), "--timeout", "2"
@@ -284,7 +264,7 @@ def test_a_missing_kubeconfig_or_context_exits_2_with_one_line(tmp_path: Path) -
     missing = _run("snapshot", "--kubeconfig", str(tmp_path / "nope"), "-o", str(tmp_path / "s"))
     assert missing.exit_code == 2
     assert len(missing.stderr.splitlines()) == 1 and missing.stderr.startswith("error: cannot load")
-    config = _kubeconfig(tmp_path / "kubeconfig", "http://127.0.0.1:9")
+    config = kubeconfig_file(tmp_path / "kubeconfig", "http://127.0.0.1:9")
     unknown = _run("snapshot", "--kubeconfig", str(config), "--context", "ghost", "-o", str(tmp_path / "s"))
     assert unknown.exit_code == 2
     (line,) = unknown.stderr.splitlines()

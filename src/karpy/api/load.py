@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ __all__ = [
     "convert_node_pool",
     "convert_pdb",
     "convert_pod",
+    "load_objects",
     "load_paths",
     "load_text",
     "parse_object",
@@ -405,6 +406,14 @@ def load_text(text: str, *, file: str = "<string>") -> Loaded:
             continue
         if raw is None:
             continue
+        _add_document(loaded, raw, file=file, index=index)
+    return loaded
+
+
+def load_objects(raws: Iterable[Mapping[str, Any]], *, file: str) -> Loaded:
+    """Load objects already parsed (a live cluster's, as ``karpy snapshot`` reads them)."""
+    loaded = Loaded()
+    for index, raw in enumerate(raws):
         _add_document(loaded, raw, file=file, index=index)
     return loaded
 

@@ -1,4 +1,4 @@
-"""The ``karpy`` command line: simulate, plan, disrupt, conformance, catalog, operator and snapshot.
+"""The ``karpy`` command line: simulate, plan, disrupt, explain, conformance, catalog, operator and snapshot.
 
 The only place that prints. Bad input exits 2 with one line per problem (file, object,
 field); everything valid is still used.
@@ -12,6 +12,7 @@ from karpy.cli import (
     catalog_cmd,
     conformance_cmd,
     disrupt_cmd,
+    explain_pod,
     operator_cmd,
     plan_cmd,
     simulate_cmd,
@@ -34,6 +35,9 @@ app.command("conformance")(conformance_cmd.conformance)
 app.command("operator")(operator_cmd.operator)
 app.command("snapshot")(snapshot_cmd.snapshot)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
+explain = typer.Typer(help="Why a pod is (not) placed, why a node is (not) disrupted.", no_args_is_help=True)
+explain.command("pod")(explain_pod.pod)
+app.add_typer(explain, name="explain")
 
 
 def main() -> None:

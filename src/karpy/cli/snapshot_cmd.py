@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 
 from karpy.adapters.kube import snapshot as snapshot_mod
-from karpy.model.errors import InputError, KarpyError
+from karpy.cli import inputs
 
 __all__ = ["snapshot"]
 
@@ -30,18 +30,7 @@ def snapshot(
     timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds per API request."),
 ) -> None:
     """Write what karpy reads from a cluster (NodePools, Nodes, Pods, ...) into DIR, a YAML file per kind."""
-    try:
-        snap = snapshot_mod.take(
-            kubeconfig=str(kubeconfig) if kubeconfig is not None else None, context=context, timeout=timeout
-        )
-    except (snapshot_mod.Unreachable, InputError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    except KarpyError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(1) from None
-    for kind, why in snap.skipped.items():
-        typer.echo(f"skipped: {kind}: not served by the API server ({why})", err=True)
+    snap = inputs.live(kubeconfig, context, timeout)
     try:
         written = snapshot_mod.write(snap, output)
     except OSError as exc:

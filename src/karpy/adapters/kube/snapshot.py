@@ -32,7 +32,17 @@ from karpy.adapters.kube.verbs import RESOURCES
 from karpy.model import errors
 from karpy.ports import RawObject
 
-__all__ = ["KINDS", "Snapshot", "Unreachable", "file_name", "read", "strip", "take", "write"]
+__all__ = [
+    "KINDS",
+    "Snapshot",
+    "Unreachable",
+    "events_about",
+    "file_name",
+    "read",
+    "strip",
+    "take",
+    "write",
+]
 
 # What karpy reads (the operator's watched kinds, less Leases, Events and Services), plus the
 # storage and workload kinds a later ``karpy explain`` needs. Never Secrets.
@@ -108,6 +118,21 @@ def _server(client: KubeClient) -> str:
     return str(api.configuration.host) if api is not None else ""
 
 
+def _connect(kubeconfig: str | None, context: str | None, host: str | None, timeout: float) -> KubeClient:
+    """A started client (the caller closes it); a kubeconfig that cannot be loaded is InputError."""
+    client = KubeClient(
+        kubeconfig=kubeconfig, context=context, host=host, timeout=timeout, identity="snapshot"
+    )
+    try:
+        client.start()
+    except (k8s_config.ConfigException, OSError, ValueError) as exc:
+        client.close()
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig"
+        shown = f" (context {context!r})" if context else ""
+        raise errors.InputError(f"cannot load {where}{shown}: {exc}") from None
+    return client
+
+
 def take(
     *,
     kubeconfig: str | None = None,
@@ -117,19 +142,50 @@ def take(
     kinds: Sequence[str] = KINDS,
 ) -> Snapshot:
     """Connect (a kubeconfig and context, or ``host``), :func:`read`, and close the client."""
-    client = KubeClient(
-        kubeconfig=kubeconfig, context=context, host=host, timeout=timeout, identity="snapshot"
-    )
+    client = _connect(kubeconfig, context, host, timeout)
     try:
-        try:
-            client.start()
-        except (k8s_config.ConfigException, OSError, ValueError) as exc:
-            where = f"kubeconfig {kubeconfig}" if kubeconfig else "the kubeconfig"
-            shown = f" (context {context!r})" if context else ""
-            raise errors.InputError(f"cannot load {where}{shown}: {exc}") from None
         return read(client, kinds, server=_server(client))
     finally:
         client.close()
+
+
+def events_about(
+    kind: str,
+    namespace: str,
+    name: str,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    host: str | None = None,
+    timeout: float = 30.0,
+) -> list[RawObject]:
+    """The ``events.k8s.io/v1`` Events in ``namespace`` regarding ``kind``/``name``, oldest
+    first (by ``eventTime``, else ``deprecatedLastTimestamp``, else creation); [] where Events are
+    not served. Errors as :func:`take`."""
+    client = _connect(kubeconfig, context, host, timeout)
+    try:
+        try:
+            items = client.list("Event", namespace)
+        except errors.NotFound:
+            return []
+        except kerrors.Unavailable as exc:
+            server = _server(client) or "(unknown)"
+            raise Unreachable(f"cannot reach the API server {server}: {exc}") from None
+    finally:
+        client.close()
+    about = [
+        e
+        for e in items
+        if (e.get("regarding") or {}).get("kind") == kind and (e.get("regarding") or {}).get("name") == name
+    ]
+    return sorted(about, key=_event_time)
+
+
+def _event_time(event: RawObject) -> str:
+    meta = event.get("metadata") or {}
+    return str(
+        event.get("eventTime") or event.get("deprecatedLastTimestamp") or meta.get("creationTimestamp") or ""
+    )
 
 
 class _Dumper(yaml.SafeDumper):

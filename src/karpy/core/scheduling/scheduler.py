@@ -299,9 +299,21 @@ class Solver:
         """Why no existing node took the pod: every one failed, so name the first and count them."""
         if not self.existing:
             return
-        first = f"{self.states[0].name}: {self._why_existing(0, pod, data, kind)}"
+        why = self._why_existing(0, pod, data, kind)
+        assert why, f"{self.states[0].name} was recorded as rejecting {pod.key}"
+        first = f"{self.states[0].name}: {why}"
         count = len(self.existing)
         reasons["existing nodes"] = first if count == 1 else f"{count} nodes did not fit, e.g. {first}"
+
+    def why_not_existing(self, pod: Pod) -> dict[str, str]:
+        """Node name -> why ``pod`` does not fit there now ("" where it would), for every existing
+        node, in the solve's order: what ``karpy explain pod`` shows after the solve."""
+        data = self.pod_data(pod)
+        kind = pod_kind(pod, data)
+        out: dict[str, str] = {}
+        for index, state in enumerate(self.states):
+            out[state.name] = self._why_existing(index, pod, data, kind)
+        return out
 
     def _why_existing(self, index: int, pod: Pod, data: PodData, kind: int) -> str:
         node = self.existing[index]
@@ -319,7 +331,7 @@ class Solver:
             node.can_add(pod, data)
         except Unfit as exc:
             return str(exc)
-        raise AssertionError(f"{node.name} was recorded as rejecting {pod.key}")
+        return ""  # it fits
 
     def _on_claims(self, pod: Pod, data: PodData) -> bool:
         """The claims opened in this solve, fewest pods first; skips known rejections
