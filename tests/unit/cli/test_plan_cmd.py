@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from karpy.cli import app
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = ROOT / "examples"
+EXAMPLES = ROOT / "examples" / "plan"
 runner = CliRunner()
 
 BAD_POOL = """\
