@@ -52,6 +52,23 @@ class Metrics:
         self.unschedulable_pods = Gauge(
             "karpy_scheduler_unschedulable_pods_count", "Pods the last solve could not place", registry=r
         )
+        self.pods_unschedulable = Gauge(
+            "karpy_pods_unschedulable",
+            "Pods the last provisioning solve could not place, by reason class (0 once a class clears)",
+            ["reason"],
+            registry=r,
+        )
+        self.nominations_bound = Counter(
+            "karpy_scheduler_nominations_bound",
+            "Pods kube-scheduler bound where karpy nominated them",
+            registry=r,
+        )
+        self.nomination_divergence = Counter(
+            "karpy_scheduler_nomination_divergence",
+            "Pods kube-scheduler bound elsewhere than karpy nominated: scoring | not-ready | gone",
+            ["reason"],
+            registry=r,
+        )
         self.disruption_decisions = Counter(
             "karpy_voluntary_disruption_decisions",
             "Disruption commands started",

@@ -29,6 +29,18 @@ that hands at most one command per pass to the :class:`~karpy.controllers.orches
   whatever another pass would now prefer. Otherwise it is dropped with
   ``ConsolidationRejected`` and ``disruption_failed_validations{reason}``. ``Drifted``
   commands start at once.
+
+Events of a computed pass (upstream's reasons), on the Node and on its NodeClaim:
+
+- ``DisruptionBlocked`` for a managed node that is not a candidate (the decision's last reason:
+  do-not-disrupt, a PDB, ...), posted again only when its message changes; and on the NodePool
+  for each disruption reason whose budget allows none.
+- ``Unconsolidatable`` for a consolidation candidate that cannot be consolidated: the reason
+  single-node consolidation gave (its note ``not consolidated: <why>``), or consolidation being
+  off for its NodePool (``consolidateAfter is Never``, a ``consolidationPolicy`` other than
+  ``WhenEmptyOrUnderutilized``/``Balanced``); the message is that text without its
+  ``not consolidated: ``/``not consolidatable: `` prefix. The same object, reason and message
+  are not posted again within :data:`UNCONSOLIDATABLE_DEDUPE` (15 min).
 """
 
 from __future__ import annotations
@@ -40,6 +52,7 @@ from dataclasses import dataclass
 from karpy.controllers import orchestration
 from karpy.controllers.consolidation_state import ConsolidationState
 from karpy.controllers.context import Context
+from karpy.controllers.dedupe import Dedupe
 from karpy.controllers.result import Result
 from karpy.core import disruption as core
 from karpy.core.snapshot import Snapshot, StateNode
@@ -48,10 +61,17 @@ from karpy.model.taints import DISRUPTED
 from karpy.state.cluster import replaced
 from karpy.state.events import ObjectEvent
 
-__all__ = ["PASS_SECONDS", "VALIDATION_SECONDS", "Disruption", "Pending"]
+__all__ = ["PASS_SECONDS", "UNCONSOLIDATABLE_DEDUPE", "VALIDATION_SECONDS", "Disruption", "Pending"]
 
 PASS_SECONDS = 10.0
 VALIDATION_SECONDS = 15.0
+UNCONSOLIDATABLE_DEDUPE = 900.0
+# the notes of a consolidation candidate that make it Unconsolidatable, and the prefix to drop
+_UNCONSOLIDATABLE = (
+    ("not consolidated: ", "not consolidated: "),
+    ("not consolidatable: consolidateAfter is Never", "not consolidatable: "),
+    ("not consolidatable: consolidationPolicy ", "not consolidatable: "),
+)
 _VALIDATED = (core.EMPTY, core.UNDERUTILIZED)
 _UNINTERESTING = ("already being deleted", "not initialized")
 _CONSOLIDATION_TYPES = {core.EMPTINESS: "empty", core.MULTI_NODE: "multi", core.SINGLE_NODE: "single"}
@@ -78,6 +98,7 @@ class Disruption:
         self.passes = 0  # computed passes (not skipped ones); for tests and logs
         self.skipped: frozenset[str] = frozenset()  # the methods the last computed pass left out
         self._blocked: dict[tuple[str, str, str], str] = {}  # (kind, name, topic) -> last message
+        self._unconsolidatable = Dedupe(UNCONSOLIDATABLE_DEDUPE, {})  # (kind, name, message)
         self.memo = core.Memo()  # now-independent facts carried from pass to pass
         # the StateNodes of the last pass and the names of those with a disruption mark (see _flagged)
         self._states: tuple[StateNode, ...] = ()
@@ -107,8 +128,11 @@ class Disruption:
         state = self.state.at(now)
         skip = frozenset(m for m in core.CONSOLIDATION_METHODS if self.settled.get(m) == state)
         self.skipped = skip
-        decision = self._compute(ctx.cluster.snapshot(now), skip)
-        self._report_blocked(decision)
+        snapshot = ctx.cluster.snapshot(now)
+        decision = self._compute(snapshot, skip)
+        claims = {n.name: n.claim.name for n in snapshot.nodes if n.claim is not None}
+        self._report_blocked(decision, claims)
+        self._report_unconsolidatable(decision, claims, now)
         for method in core.CONSOLIDATION_METHODS:
             if method in decision.settled:
                 self.settled[method] = state
@@ -223,8 +247,9 @@ class Disruption:
                     flagged.discard(state.name)
         return sorted(flagged)
 
-    def _report_blocked(self, decision: core.Decision) -> None:
-        """``DisruptionBlocked`` (once per message) for managed non-candidates and budget-bound pools."""
+    def _report_blocked(self, decision: core.Decision, claims: dict[str, str]) -> None:
+        """``DisruptionBlocked`` (once per message) for managed non-candidates (on the Node and its
+        NodeClaim) and budget-bound pools. ``claims``: node name -> its NodeClaim's name."""
         seen: dict[tuple[str, str, str], str] = {}
         for name in sorted(decision.records):
             record = decision.records[name]
@@ -233,6 +258,8 @@ class Disruption:
             why = record.reasons[-1]
             if why not in _UNINTERESTING:
                 seen[("Node", name, "")] = why
+                if name in claims:
+                    seen[("NodeClaim", claims[name], "")] = why
         for pool in sorted(decision.budgets):
             for reason, allowed in sorted(decision.budgets[pool].items()):
                 if allowed <= 0:
@@ -243,6 +270,30 @@ class Disruption:
             if self._blocked.get((kind, name, topic)) != message:
                 self.ctx.event(kind, name, "DisruptionBlocked", message)
         self._blocked = seen
+
+    def _report_unconsolidatable(self, decision: core.Decision, claims: dict[str, str], now: float) -> None:
+        """``Unconsolidatable`` on the Node and its NodeClaim for each consolidation candidate the
+        pass could not consolidate (see the module docstring), 15 min dedupe."""
+        self._unconsolidatable.prune(now)
+        for name in sorted(decision.records):
+            record = decision.records[name]
+            if record.verdict != "candidate":
+                continue
+            message = _unconsolidatable(record.reasons)
+            if not message:
+                continue
+            for kind, obj in (("Node", name), ("NodeClaim", claims.get(name, ""))):
+                if obj and self._unconsolidatable.allow((kind, obj, message), now):
+                    self.ctx.event(kind, obj, "Unconsolidatable", message)
+
+
+def _unconsolidatable(notes: tuple[str, ...]) -> str:
+    """Why a candidate cannot be consolidated ("" when its notes say no such thing)."""
+    for note in notes:
+        for prefix, drop in _UNCONSOLIDATABLE:
+            if note.startswith(prefix):
+                return note[len(drop) :]
+    return ""
 
 
 def _marked(node: Node, joined: NodeClaim | None) -> bool:

@@ -27,10 +27,17 @@ claims created earlier in this batch; the claim counts with its largest instance
 as the solve does) and creates it with :func:`karpy.controllers.claims.new_claim_object`.
 Placed pods nominate their claim or node for ``max(2 x batch max, 10 s)``; in-flight claims
 are existing nodes in the next snapshot, so a pod waiting for one causes no second claim.
-Events: ``Nominated`` per pod (2 min dedupe per pod and target), ``FailedScheduling`` with the
-PodError summary (one per pod per 5 min). Metrics: ``nodeclaims_created{reason=provisioned}``,
-``scheduler_unschedulable_pods_count``, and ``scheduling_duration{controller=provisioner}``
-only when a monotonic ``timer`` is injected (no wall clock is read otherwise).
+Events: ``Nominated`` per pod ("Pod should schedule on: nodeclaim/NAME" or "node/NAME"; 2 min
+dedupe per pod and target), ``FailedScheduling`` with the PodError summary and its reason class
+("... (reason: taint)", see :func:`pod_reason`; one per pod per 5 min). Every nomination (deduped
+or not) is also handed to the callables in :attr:`Provisioner.nomination_listeners` as
+``(pod, kind, name)`` with kind ``node`` or ``nodeclaim`` (the scheduler consistency check).
+Metrics: ``nodeclaims_created{reason=provisioned}``, ``scheduler_unschedulable_pods_count``,
+``pods_unschedulable{reason}`` (the pods of the solve's errors and those left out by a NodePool
+limit at create, by reason class; a class seen before and absent now is set to 0, so the series
+stays and reads 0; pods left out because the create call failed are in the count but have no
+class), and ``scheduling_duration{controller=provisioner}`` only when a monotonic ``timer`` is
+injected (no wall clock is read otherwise).
 While provisionable pods remain, the provisioner re-triggers itself every 10 s (upstream
 requeues each such pod every 10 s); its first pass also triggers for pods already pending.
 """
@@ -39,12 +46,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Container, Iterable, Sequence
-from dataclasses import dataclass
 
 from karpy.controllers import claims
 from karpy.controllers.context import Context
+from karpy.controllers.dedupe import Dedupe
 from karpy.controllers.result import Result
 from karpy.core import scheduling
+from karpy.core.explain.reasons import reason_class
 from karpy.core.scheduling import limits
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import errors
@@ -57,12 +65,16 @@ __all__ = [
     "FAILED_SCHEDULING_DEDUPE",
     "NOMINATED_DEDUPE",
     "RETRIGGER_SECONDS",
+    "NominationListener",
     "Provisioner",
     "nomination_ttl",
+    "pod_reason",
     "provisionable",
     "reschedulable",
     "select_pods",
 ]
+
+NominationListener = Callable[[Pod, str, str], None]  # (pod, "node" | "nodeclaim", name)
 
 RETRIGGER_SECONDS = 10.0
 FAILED_SCHEDULING_DEDUPE = 300.0
@@ -135,23 +147,21 @@ def _over_limits(pool: NodePool, usage: Resources, planned: scheduling.PlannedCl
     return sorted(name for name, limit in pool.limits.items() if after.get(name, 0) > limit)
 
 
-@dataclass
-class _Dedupe:
-    """Remembers when a key was last reported; ``allow`` says whether to report it again."""
-
-    window: float
-    seen: dict[tuple[str, ...], float]
-
-    def allow(self, key: tuple[str, ...], now: float) -> bool:
-        last = self.seen.get(key)
-        if last is not None and now - last < self.window:
-            return False
-        self.seen[key] = now
-        return True
-
-    def prune(self, now: float) -> None:
-        for key in [k for k, t in self.seen.items() if now - t >= self.window]:
-            del self.seen[key]
+def pod_reason(error: scheduling.PodError) -> str:
+    """The reason class (:func:`~karpy.core.explain.reasons.reason_class`) of the message that
+    says most about why the pod was not placed: a validation problem; else the first NodePool's
+    rejection (in the solve's order) that is not an untolerated taint (a NodePool kept for other
+    pods), else the first NodePool's; else the existing nodes' or "no NodePool" message."""
+    reasons = error.reasons
+    if "validation" in reasons:
+        return reason_class(reasons["validation"])
+    pools = [reason_class(why) for where, why in reasons.items() if where.startswith("nodepool/")]
+    if pools:
+        return next((cls for cls in pools if cls != "taint"), pools[0])
+    for where in ("nodepools", "existing nodes"):
+        if where in reasons:
+            return reason_class(reasons[where])
+    return reason_class(error.summary())
 
 
 class Provisioner:
@@ -163,8 +173,10 @@ class Provisioner:
         self._opened: float | None = None
         self._idle_deadline = 0.0
         self._retrigger_at: float | None = ctx.now()  # the first pass looks for pods already pending
-        self._failed = _Dedupe(FAILED_SCHEDULING_DEDUPE, {})
-        self._nominated = _Dedupe(NOMINATED_DEDUPE, {})
+        self._failed = Dedupe(FAILED_SCHEDULING_DEDUPE, {})
+        self._nominated = Dedupe(NOMINATED_DEDUPE, {})
+        self.nomination_listeners: list[NominationListener] = []  # told of every nomination
+        self._reasons_seen: set[str] = set()  # pods_unschedulable labels set so far
         self.batches = 0  # batches run (for tests and the simulator's report)
         self.caches = scheduling.SchedulingCaches()  # what this controller's solves share
 
@@ -211,7 +223,7 @@ class Provisioner:
             if any(provisionable(p, cluster.nodes) for p in cluster.unbound_pods()):
                 self.trigger()
             else:
-                self.ctx.metrics.unschedulable_pods.set(0)
+                self._set_unschedulable(0, {})
         deadline = self.deadline()
         if deadline is None:
             if self._retrigger_at is None:
@@ -238,7 +250,7 @@ class Provisioner:
         snapshot = ctx.cluster.snapshot(now)
         pending, moving = select_pods(snapshot)
         if not pending and not moving:
-            ctx.metrics.unschedulable_pods.set(0)
+            self._set_unschedulable(0, {})
             return False
         started = self._timer() if self._timer is not None else None
         solved = pending + moving
@@ -246,16 +258,33 @@ class Provisioner:
         if started is not None and self._timer is not None:
             ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(self._timer() - started)
         until = now + nomination_ttl(ctx.settings.batch.max_seconds)
+        by_reason: dict[str, int] = {}
         unschedulable = len(results.errors)
-        unschedulable += self._create(snapshot, results.new_claims, now=now, until=until)
+        unschedulable += self._create(snapshot, results.new_claims, now=now, until=until, by_reason=by_reason)
         self._nominate_existing(snapshot, solved, results.existing, now=now, until=until)
         for error in results.errors:
-            self._failed_scheduling(error.pod, error.summary(), now)
-        ctx.metrics.unschedulable_pods.set(unschedulable)
+            cls = pod_reason(error)
+            by_reason[cls] = by_reason.get(cls, 0) + 1
+            self._failed_scheduling(error.pod, error.summary(), cls, now)
+        self._set_unschedulable(unschedulable, by_reason)
         return bool(pending)
 
+    def _set_unschedulable(self, count: int, by_reason: dict[str, int]) -> None:
+        """Both gauges after a solve; a reason class set before and absent now reads 0."""
+        metrics = self.ctx.metrics
+        metrics.unschedulable_pods.set(count)
+        self._reasons_seen.update(by_reason)
+        for cls in sorted(self._reasons_seen):
+            metrics.pods_unschedulable.labels(reason=cls).set(by_reason.get(cls, 0))
+
     def _create(
-        self, snapshot: Snapshot, planned: Iterable[scheduling.PlannedClaim], *, now: float, until: float
+        self,
+        snapshot: Snapshot,
+        planned: Iterable[scheduling.PlannedClaim],
+        *,
+        now: float,
+        until: float,
+        by_reason: dict[str, int],
     ) -> int:
         """Create the planned claims that still fit their NodePool's limits; returns pods left out."""
         ctx = self.ctx
@@ -275,8 +304,10 @@ class Provisioner:
                     f"nodepool/{pool.name}: would exceed NodePool limit {', '.join(over)} (checked at create)"
                 )
                 ctx.log.info("not creating a NodeClaim for %s: %s", pool.name, reason)
+                cls = reason_class(reason)
+                by_reason[cls] = by_reason.get(cls, 0) + len(claim.pods)
                 for pod in claim.pods:
-                    self._failed_scheduling(pod, reason, now)
+                    self._failed_scheduling(pod, reason, cls, now)
                 continue
             raw = claims.new_claim_object(claim, pool, reason="provisioned")
             try:
@@ -308,7 +339,7 @@ class Provisioner:
                 len(claim.instance_types),
             )
             for pod in claim.pods:
-                self._nominated_event(pod, f"nodeclaim/{name}", now)
+                self._nominate_pod(pod, "nodeclaim", name, now)
         return left_out
 
     def _nominate_existing(
@@ -323,26 +354,30 @@ class Provisioner:
             if state is None or pod is None:
                 continue
             if state.node is None and state.claim is not None:
-                target, ref = state.claim.name, f"nodeclaim/{state.claim.name}"
+                kind, target = "nodeclaim", state.claim.name
             else:
-                target, ref = state.name, f"node/{state.name}"
+                kind, target = "node", state.name
             self.ctx.cluster.nominate(target, until)
-            self._nominated_event(pod, ref, now)
+            self._nominate_pod(pod, kind, target, now)
 
     # -- events --------------------------------------------------------------------------
-    def _nominated_event(self, pod: Pod, ref: str, now: float) -> None:
+    def _nominate_pod(self, pod: Pod, kind: str, target: str, now: float) -> None:
+        """Tell the listeners; post ``Nominated`` (deduped per pod and target)."""
+        for listener in self.nomination_listeners:
+            listener(pod, kind, target)
+        ref = f"{kind}/{target}"
         if self._nominated.allow((pod.key, ref), now):
             self.ctx.event(
                 "Pod", pod.name, "Nominated", f"Pod should schedule on: {ref}", namespace=pod.namespace
             )
 
-    def _failed_scheduling(self, pod: Pod, summary: str, now: float) -> None:
+    def _failed_scheduling(self, pod: Pod, summary: str, cls: str, now: float) -> None:
         if self._failed.allow((pod.key,), now):
             self.ctx.event(
                 "Pod",
                 pod.name,
                 "FailedScheduling",
-                f"Failed to schedule pod, {summary}",
+                f"Failed to schedule pod, {summary} (reason: {cls})",
                 namespace=pod.namespace,
                 warning=True,
             )

@@ -8,6 +8,11 @@ Feed listeners wake the controllers an event concerns: a provisionable pod wakes
 provisioning, a Node or NodeClaim change wakes the lifecycle and termination, pod changes
 wake termination and status, and the changes upstream's consolidation state counts (see
 :mod:`~karpy.controllers.consolidation_state`) change the disruption controller's.
+
+The scheduler consistency check (``Controllers.scheduler_consistency``, a
+:class:`~karpy.controllers.scheduler_consistency.SchedulerConsistency`) has no loop task: it
+hears the provisioner's nominations (``Provisioner.nomination_listeners``) and every feed
+event, after the other controllers.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from karpy.controllers import (
     nodepool_status,
     orchestration,
     provisioning,
+    scheduler_consistency,
     state_metrics,
 )
 from karpy.controllers import termination as termination_mod
@@ -47,8 +53,11 @@ class Controllers:
     state_metrics: state_metrics.StateMetrics
     nodepool_status: nodepool_status.NodePoolStatus
     cloud_drift: cloud_drift.CloudDrift
+    scheduler_consistency: scheduler_consistency.SchedulerConsistency
 
     def all(self) -> list[object]:
+        """The controllers with a loop task, in priority order (the event-driven scheduler
+        consistency check is not among them)."""
         return [
             self.lifecycle,
             self.termination,
@@ -86,7 +95,9 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
         state_metrics=state_metrics.StateMetrics(ctx),
         nodepool_status=nodepool_status.NodePoolStatus(ctx),
         cloud_drift=cloud_drift.CloudDrift(ctx),
+        scheduler_consistency=scheduler_consistency.SchedulerConsistency(ctx),
     )
+    controllers.provisioner.nomination_listeners.append(controllers.scheduler_consistency.nominated)
     for priority, controller in enumerate(controllers.all()):
         if controller is controllers.disruption and not disruption_enabled:
             continue
@@ -114,6 +125,7 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
             controllers.disruption.mark_dirty()
         if controllers.cloud_drift.on_event(event):
             wake(controllers.cloud_drift.name)
+        controllers.scheduler_consistency.on_event(event)
 
     feed.listeners.append(on_event)
     return controllers
