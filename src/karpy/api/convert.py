@@ -10,6 +10,7 @@ pending pods; namespaces become :class:`Namespace` values (the model has neither
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections.abc import Iterable
@@ -39,6 +40,9 @@ __all__ = [
 ]
 
 DEFAULT_NAMESPACE = "default"
+
+log = logging.getLogger("karpy.api")
+_SIZING_WARNED: set[tuple[str, str]] = set()  # (NodePool, value) pairs already warned about
 
 
 Namespace = objects.Namespace
@@ -382,8 +386,22 @@ def _seconds(text: str | None) -> float | None:
     return common.parse_duration(text) if text is not None else None
 
 
+def _check_sizing(name: str, annotations: dict[str, str]) -> None:
+    """Warn (once per NodePool and value, for the first 1024 pairs) about a ``karpy.sh/sizing``
+    value karpy does not know: the pool keeps the default sizing (``NodePool.sizing``)."""
+    value = annotations.get(objects.SIZING_ANNOTATION)
+    if value is None or value in objects.SIZING_VALUES or (name, value) in _SIZING_WARNED:
+        return
+    if len(_SIZING_WARNED) < 1024:
+        _SIZING_WARNED.add((name, value))
+    args = (name, objects.SIZING_ANNOTATION, value, ", ".join(sorted(objects.SIZING_VALUES)))
+    log.warning("NodePool %s: %s %r is unknown (known: %s); the pool keeps the default sizing", *args)
+
+
 def node_pool(obj: karpenter_v1.NodePool) -> objects.NodePool:
-    """Defaults: expireAfter 720h, consolidateAfter 0s, budgets [10%], weight 0 ("Never" = None)."""
+    """Defaults: expireAfter 720h, consolidateAfter 0s, budgets [10%], weight 0 ("Never" = None).
+    An unknown ``karpy.sh/sizing`` annotation value is logged as a warning (the pool stays default)."""
+    _check_sizing(obj.metadata.name, obj.metadata.annotations)
     spec = obj.spec
     tmpl = spec.template
     dis = spec.disruption

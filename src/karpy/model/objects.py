@@ -14,6 +14,9 @@ from karpy.model.selectors import LabelSelector
 from karpy.model.taints import Taint, Toleration
 
 __all__ = [
+    "SIZING_ANNOTATION",
+    "SIZING_USABLE_PRICE",
+    "SIZING_VALUES",
     "TERMINAL_PHASES",
     "Budget",
     "Condition",
@@ -37,6 +40,13 @@ __all__ = [
 ]
 
 TERMINAL_PHASES = ("Succeeded", "Failed")  # a pod in one of these has finished (Pod.is_terminal)
+
+# NodePool annotation (the NodePool's own metadata) choosing how a new NodeClaim's instance type
+# is picked: absent = upstream's cheapest type; "usable-price" = the best price per usable
+# resource (karpy.core.scheduling.sizing). Any other value is warned about and means the default.
+SIZING_ANNOTATION = "karpy.sh/sizing"
+SIZING_USABLE_PRICE = "usable-price"
+SIZING_VALUES = frozenset({SIZING_USABLE_PRICE})
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +235,12 @@ class NodePool:
     uid: str = ""
     deleting: bool = False
     meta_annotations: dict[str, str] = field(default_factory=dict)  # the NodePool's own metadata
+
+    def sizing(self) -> str:
+        """The pool's ``karpy.sh/sizing`` mode: ``"usable-price"``, or ``""`` (upstream's cheapest
+        type) when the annotation is absent or holds an unknown value."""
+        value = self.meta_annotations.get(SIZING_ANNOTATION, "")
+        return value if value in SIZING_VALUES else ""
 
     def requirement_set(self) -> Requirements:
         """NodePool requirements with the template labels intersected in."""

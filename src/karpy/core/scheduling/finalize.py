@@ -6,14 +6,21 @@ instance-type and capacity-type lists; the requests get the smallest DaemonSet o
 the options. The price order and its companions are computed with the template's
 :class:`~karpy.core.scheduling.typeindex.TypeIndex` and shared by claims with the same options,
 zones and capacity types. Used by :mod:`karpy.core.scheduling.scheduler`.
+
+A NodePool annotated ``karpy.sh/sizing: usable-price`` orders the options by price per usable
+resource instead (:mod:`karpy.core.scheduling.sizing`): the best-ranked type first, then only
+the types that cost more, so the type launched (the cheapest allowed option) is the best-ranked
+one. Without the annotation nothing here changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from karpy.core.scheduling import sizing
 from karpy.core.scheduling.nodeclaim import ClaimInProgress, min_values_shortfall
 from karpy.core.scheduling.results import PlannedClaim
+from karpy.core.scheduling.typeindex import Options, TypeIndex
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.requirements import Requirement, Requirements
@@ -35,6 +42,14 @@ class Finalizer:
         self.max_types = max_types
         self.finals: dict[object, _Final] = {}
 
+    def _final(self, index: TypeIndex, ordered: Options, reqs: Requirements) -> _Final:
+        ordered = ordered[: self.max_types]
+        its = index.select(ordered)
+        daemon = [o.requests for o in index.overheads(ordered)]
+        smallest = min(daemon, key=lambda r: (r.get(CPU), r.get(MEMORY))) if daemon else Resources()
+        names = frozenset(it.name for it in its)
+        return _Final(tuple(its), names, index.capacity_types_of(ordered, reqs), smallest)
+
     def _options(self, claim: ClaimInProgress, reqs: Requirements) -> _Final:
         """Price-ordered, truncated options with their names, capacity types and smallest
         DaemonSet overhead; shared by claims with the same options, zones and capacity types."""
@@ -42,18 +57,35 @@ class Finalizer:
         memo = (id(index), claim.options.tobytes(), reqs.get(labels.ZONE), reqs.get(labels.CAPACITY_TYPE))
         cached = self.finals.get(memo)
         if cached is None:
-            ordered = index.order_by_price(claim.options, reqs)[: self.max_types]
-            its = index.select(ordered)
-            daemon = [o.requests for o in index.overheads(ordered)]
-            smallest = min(daemon, key=lambda r: (r.get(CPU), r.get(MEMORY))) if daemon else Resources()
-            names = frozenset(it.name for it in its)
-            cached = _Final(tuple(its), names, index.capacity_types_of(ordered, reqs), smallest)
+            cached = self._final(index, index.order_by_price(claim.options, reqs), reqs)
             self.finals[memo] = cached
+        return cached
+
+    def _sized_options(self, claim: ClaimInProgress, reqs: Requirements) -> _Final | None:
+        """The options under ``karpy.sh/sizing: usable-price`` (best type by price per usable
+        resource first, then the pricier ones); None when they are the default order, or when
+        they would miss the pool's ``minValues`` (the default order is then kept)."""
+        index = claim.index
+        ordered = index.order_by_price(claim.options, reqs)
+        kept = sizing.sized(index, ordered, reqs, claim.requests)
+        if kept is ordered:
+            return None
+        memo = (id(index), kept.tobytes(), reqs.get(labels.ZONE), reqs.get(labels.CAPACITY_TYPE), "sized")
+        cached = self.finals.get(memo)
+        if cached is None:
+            cached = self._final(index, kept, reqs)
+            self.finals[memo] = cached
+        if reqs.has_min_values() and min_values_shortfall(cached.instance_types, reqs) is not None:
+            return None
         return cached
 
     def finalize(self, claim: ClaimInProgress) -> PlannedClaim | str:
         reqs = claim.requirements.without(labels.HOSTNAME)
-        final = self._options(claim, reqs)
+        final = None
+        if sizing.enabled(claim.template.pool):
+            final = self._sized_options(claim, reqs)
+        if final is None:
+            final = self._options(claim, reqs)
         its = final.instance_types
         if reqs.has_min_values():
             shortfall = min_values_shortfall(its, reqs)
