@@ -1,6 +1,6 @@
-"""``karpy explain pod --kubeconfig`` against the Kubernetes emulator over real HTTP.
+"""``karpy explain pod|node --kubeconfig`` against the Kubernetes emulator over real HTTP.
 
-Checked: the live answer is the answer for the same objects in files, with the pod's Events
+Checked: the live answer (pod or node) is the answer for the same objects in files, with the pod's Events
 (kube-scheduler's and karpy's, oldest first) added; a cluster without Karpenter's CRDs still
 explains its pods (no NodePool to try); a pod that is not there and an unreachable server exit 2
 with one line naming where karpy looked.
@@ -145,3 +145,59 @@ def test_an_unreachable_server_exits_2_with_one_line_and_no_traceback(tmp_path: 
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"error: cannot reach the API server {server}")
     assert "Traceback" not in result.output
+
+
+def test_a_node_is_explained_live_as_from_files(
+    emu: EmulatorThread, kubectl: KubeClient, tmp_path: Path
+) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "plain", "labels": {"kubernetes.io/os": "linux"}},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+            "allocatable": {"cpu": "2", "memory": "4Gi", "pods": "10"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+    for obj in [NODE_CLASS, node_pool(), node]:
+        kubectl.create(obj)
+    config = kubeconfig_file(tmp_path / "kubeconfig", emu.url)
+    now = "2026-03-02T12:00:00Z"
+    live = _run(
+        "explain",
+        "node",
+        "plain",
+        "--kubeconfig",
+        str(config),
+        "--context",
+        "emu",
+        "--catalog",
+        CATALOG,
+        "--now",
+        now,
+        "-o",
+        "json",
+    )
+    assert live.exit_code == 0, live.stderr
+    (tmp_path / "files").mkdir()
+    (tmp_path / "files" / "all.yaml").write_text(yaml.safe_dump_all([NODE_CLASS, node_pool(), node]))
+    files = _run(
+        "explain",
+        "node",
+        "plain",
+        "-f",
+        str(tmp_path / "files"),
+        "--catalog",
+        CATALOG,
+        "--now",
+        now,
+        "-o",
+        "json",
+    )
+    assert files.exit_code == 0, files.stderr
+    doc = json.loads(live.stdout)
+    assert doc["kind"] == "NodeExplanation"
+    assert doc == json.loads(files.stdout)
+    assert doc["methods"][0]["method"] == "expiration"

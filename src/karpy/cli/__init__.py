@@ -12,6 +12,7 @@ from karpy.cli import (
     catalog_cmd,
     conformance_cmd,
     disrupt_cmd,
+    explain_node,
     explain_pod,
     operator_cmd,
     plan_cmd,
@@ -37,6 +38,7 @@ app.command("snapshot")(snapshot_cmd.snapshot)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
 explain = typer.Typer(help="Why a pod is (not) placed, why a node is (not) disrupted.", no_args_is_help=True)
 explain.command("pod")(explain_pod.pod)
+explain.command("node")(explain_node.node)
 app.add_typer(explain, name="explain")
 
 

@@ -20,7 +20,16 @@ from croniter import croniter
 from karpy.core.snapshot import StateNode
 from karpy.model.objects import Budget, NodePool
 
-__all__ = ["BudgetError", "active", "active_until", "allowed", "budget_nodes", "validate"]
+__all__ = [
+    "BudgetError",
+    "active",
+    "active_until",
+    "allowed",
+    "budget_nodes",
+    "counts",
+    "validate",
+    "window",
+]
 
 _NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _MACROS = {
@@ -107,8 +116,19 @@ def _window(schedule: str, duration: float, now: float) -> tuple[bool, float, fl
     return found
 
 
-def allowed(pool: NodePool, nodes: Sequence[StateNode], reason: str, now: float) -> tuple[int, str]:
-    """Disruptions the pool allows for ``reason`` now, and which budget decided (for records)."""
+def window(budget: Budget, now: float) -> tuple[bool, float, float] | None:
+    """A scheduled budget's window as seen at ``now``: (active, start, end) of the window in
+    force, else of the next one (None: no schedule, the budget is always in force)."""
+    if budget.schedule is None or budget.duration is None:
+        return None
+    is_active, _, until = _window(budget.schedule, budget.duration, now)
+    if is_active:
+        return True, until - budget.duration, until
+    return False, until, until + budget.duration
+
+
+def counts(pool: NodePool, nodes: Sequence[StateNode]) -> tuple[int, int]:
+    """(the pool's nodes a percentage counts, those already being disrupted or NotReady)."""
     members = [n for n in nodes if n.node_pool == pool.name and n.claim is not None and n.node is not None]
     total = sum(1 for n in members if n.initialized and not (n.claim is not None and n.claim.deleting))
     disrupting = sum(
@@ -118,6 +138,12 @@ def allowed(pool: NodePool, nodes: Sequence[StateNode], reason: str, now: float)
         or (n.node is not None and (n.node.deleting or not n.node.ready))
         or (n.claim is not None and n.claim.deleting)
     )
+    return total, disrupting
+
+
+def allowed(pool: NodePool, nodes: Sequence[StateNode], reason: str, now: float) -> tuple[int, str]:
+    """Disruptions the pool allows for ``reason`` now, and which budget decided (for records)."""
+    total, disrupting = counts(pool, nodes)
     best: int | None = None
     which = ""
     for index, budget in enumerate(pool.disruption.budgets):

@@ -43,12 +43,16 @@ from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool
 
-__all__ = ["Memo", "compute"]
+__all__ = ["Memo", "Pass", "compute"]
 
 _STABILIZATION = horizon.STABILIZATION
 
 
-class _Pass:
+class Pass:
+    """One disruption pass over a snapshot at ``now``: the methods share its candidates, budgets
+    and memo; :func:`compute` runs them in the controller's order, ``karpy explain node`` each on
+    its own."""
+
     def __init__(self, snapshot: Snapshot, now: float, memo: Memo) -> None:
         self.snapshot = snapshot
         self.now = now
@@ -359,7 +363,7 @@ def compute(
     if now is not None and now != snapshot.now:
         snapshot = dataclasses.replace(snapshot, now=now)
     if memo is None:
-        return _Pass(snapshot, snapshot.now, Memo()).run(skip)
+        return Pass(snapshot, snapshot.now, Memo()).run(skip)
     ids = horizon.state_ids(snapshot, consolidation.EARLY_STOP)
     last = memo.last_pass
     if (
@@ -370,7 +374,7 @@ def compute(
         and horizon.same_values(last.snapshot, snapshot)
     ):
         return last.decision
-    decision = _Pass(snapshot, snapshot.now, memo).run(skip)
+    decision = Pass(snapshot, snapshot.now, memo).run(skip)
     until = horizon.next_change(snapshot, snapshot.now)
     memo.last_pass = LastPass(snapshot, ids, snapshot.now, until, decision, skip)
     return decision
@@ -388,4 +392,4 @@ def validate(snapshot: Snapshot, command: Command, *, memo: Memo | None = None) 
     all of the command's replacement's (``scheduling``). Whether another command would now be
     better is not asked, nor is the price checked again.
     """
-    return _Pass(snapshot, snapshot.now, memo if memo is not None else Memo()).invalid(command)
+    return Pass(snapshot, snapshot.now, memo if memo is not None else Memo()).invalid(command)

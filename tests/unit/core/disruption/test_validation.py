@@ -89,7 +89,7 @@ def test_the_candidates_of_some_nodes_are_what_the_walk_over_every_node_makes_of
     snapshot: Snapshot, offset: int
 ) -> None:
     # validation builds candidates for the command's own nodes only
-    a_pass = methods._Pass(snapshot, snapshot.now, Memo())
+    a_pass = methods.Pass(snapshot, snapshot.now, Memo())
     every = a_pass.candidates()
     some = [n for i, n in enumerate(snapshot.nodes) if (i + offset) % 2 == 0]
     names = {n.name for n in some}
