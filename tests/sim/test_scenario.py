@@ -277,7 +277,20 @@ def test_ice_windows_repeat_daily_over_the_run() -> None:
     assert windows[0].zone == "us-east-1a" and windows[0].capacity_type == ""
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+# examples that are only the NodePools of a --compare-with run, not a trace of their own
+TWINS = {"daemonset-heavy-usable-price.yaml": "daemonset-heavy.yaml"}
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml") if p.name not in TWINS))
 def test_the_shipped_examples_load(name: str) -> None:
     sc = scenario.load(EXAMPLES / name)
     assert sc.deployments and sc.baseline is not None
+
+
+@pytest.mark.parametrize("name", sorted(TWINS))
+def test_a_compare_with_twin_loads_and_differs_only_in_its_nodepools(name: str) -> None:
+    twin, main = scenario.load(EXAMPLES / name), scenario.load(EXAMPLES / TWINS[name])
+    assert twin.node_pools and not twin.deployments
+    names = [p["metadata"]["name"] for p in twin.node_pools]
+    assert names == [p["metadata"]["name"] for p in main.node_pools]
+    assert twin.node_pools != main.node_pools

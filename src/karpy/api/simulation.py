@@ -25,6 +25,7 @@ from karpy.api import load as api_load
 __all__ = [
     "DEFAULT_START",
     "ClusterAutoscaler",
+    "InitialState",
     "JobObject",
     "NodeGroup",
     "ReplicaCurve",
@@ -308,6 +309,12 @@ class Scheduler(_Strict):
     scoring: Annotated[str, common.one_of("LeastAllocated", "MostAllocated")] = "LeastAllocated"
 
 
+class InitialState(_Strict):
+    """Where the run starts: a ``karpy snapshot`` folder, relative to the scenario file."""
+
+    snapshot: Annotated[str, Field(min_length=1)]
+
+
 class Simulation(_Strict):
     api_version: Literal["karpy.dev/v1alpha1"] = "karpy.dev/v1alpha1"
     kind: Literal["Simulation"]
@@ -325,6 +332,7 @@ class Simulation(_Strict):
     cloud: Cloud = Cloud()
     scheduler: Scheduler = Scheduler()
     baseline: Baseline = Baseline()
+    initial_state: InitialState | None = None
 
     @field_validator("duration")
     @classmethod

@@ -3,7 +3,9 @@
 Runs :func:`karpy.sim.runner.run` for karpy, then each comparison (``--compare
 cluster-autoscaler``, ``--compare-with OTHER.yaml`` = this trace with the other file's
 NodePools and NodeClasses, ``--ablations`` = karpy without spot, without consolidation and
-without both), shows a progress bar, prints a side-by-side table, and writes ``--json``
+without both), every run from the ``--from-snapshot`` folder when given (each of its warnings
+printed once), shows a progress bar, prints a side-by-side table with one scheduler consistency
+line per karpy run under it, and writes ``--json``
 (``{"scenario", "seed", "runs": {name: figures}}``, identical for the same scenario and seed)
 and ``--report`` (an HTML page, when :mod:`karpy.sim.report` is installed). A malformed
 scenario prints one line per problem (file and field path) and exits 2. See
@@ -26,8 +28,8 @@ from rich.table import Table
 from karpy import native
 from karpy.api import common, encode
 from karpy.model.errors import InputError
+from karpy.sim import consistency, runner
 from karpy.sim import report as report_mod
-from karpy.sim import runner
 from karpy.sim import scenario as scenario_mod
 
 __all__ = ["document", "simulate"]
@@ -147,10 +149,15 @@ def simulate(
         None, "--scoring", help="Scheduler scoring: LeastAllocated | MostAllocated."
     ),
     show_progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    from_snapshot: Path | None = typer.Option(
+        None,
+        "--from-snapshot",
+        help="Start from this `karpy snapshot` folder (replaces the scenario's initialState.snapshot).",
+    ),
 ) -> None:
     """Simulate SCENARIO on a virtual clock with karpy's controllers and compare."""
     _check_options(scoring, compare)
-    loaded, others, duration = _load(scenario, compare_with, until)
+    loaded, others, duration = _load(scenario, compare_with, until, from_snapshot)
     if CA in compare and loaded.baseline is None:
         raise _fail([f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}"])
     plan = _plan(loaded, others, compare=compare, ablations=ablations)
@@ -177,11 +184,12 @@ def _check_options(scoring: str | None, compare: list[str]) -> None:
 
 
 def _load(
-    scenario: Path, compare_with: list[Path], until: str | None
+    scenario: Path, compare_with: list[Path], until: str | None, snapshot: Path | None = None
 ) -> tuple[scenario_mod.Scenario, list[scenario_mod.Scenario], float | None]:
-    """The scenario, the ``--compare-with`` files and the ``--until`` duration (exit 2 on a problem)."""
+    """The scenario (from ``snapshot`` when given), the ``--compare-with`` files and the ``--until``
+    duration (exit 2 on a problem)."""
     try:
-        loaded = scenario_mod.load(scenario)
+        loaded = scenario_mod.load(scenario, snapshot=snapshot)
         others = [scenario_mod.load(p) for p in compare_with]
         duration = _until(until)
     except scenario_mod.ScenarioError as exc:
@@ -223,6 +231,7 @@ def _run_all(
     """Run every entry of ``plan`` under a progress bar: the results and wall times by name."""
     results: dict[str, runner.RunResult] = {}
     walls: dict[str, float] = {}
+    warned: set[str] = set()  # the snapshot's warnings, each printed once for all runs
     with Progress(
         TextColumn("{task.description:<32}"),
         BarColumn(),
@@ -255,14 +264,23 @@ def _run_all(
             except InputError as exc:
                 raise _fail([str(exc)]) from None
             walls[name] = time.perf_counter() - began
+            for line in results[name].warnings:
+                if line not in warned:
+                    warned.add(line)
+                    err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
             for problem in results[name].problems:
                 err.print(f"warning: {name}: {problem}", markup=False, highlight=False)
     return results, walls
 
 
 def _print(console: Console, doc: dict[str, Any], walls: dict[str, float]) -> None:
-    """The side-by-side table and, with a Cluster Autoscaler run, where the savings come from."""
+    """The side-by-side table, one scheduler consistency line per karpy run and, with a Cluster
+    Autoscaler run, where the savings come from."""
     console.print(_table(doc, walls))
+    for name, figures in doc["runs"].items():
+        block = figures.get(consistency.KEY)
+        if block is not None:
+            console.print(consistency.line(name, block), markup=False, highlight=False)
     split = report_mod.savings_breakdown(doc["runs"])
     if split:
         console.print(

@@ -16,9 +16,9 @@ overprovisioning pause pods) and DaemonSet pods are left out of pod figures. Use
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from karpy.core.scheduling import podinfo
 from karpy.metrics import Metrics
@@ -27,11 +27,19 @@ from karpy.model.resources import CPU, MEMORY
 from karpy.runtime.loop import Loop
 from karpy.sim.binder import Binder
 from karpy.sim.cloud import SimCloud
-from karpy.sim.workloads import Workloads
+from karpy.sim.workloads import PodStart, Workloads
 from karpy.state.events import DELETED, ObjectEvent
 from karpy.state.feed import Feed
 
-__all__ = ["NOT_DISRUPTIONS", "Collector", "Series", "karpy_disruptions", "percentiles", "summary"]
+__all__ = [
+    "NOT_DISRUPTIONS",
+    "Collector",
+    "PodSource",
+    "Series",
+    "karpy_disruptions",
+    "percentiles",
+    "summary",
+]
 
 NOT_DISRUPTIONS = frozenset({"insufficient_capacity", "nodeclass_not_ready"})  # launch failures, no node
 _DIGITS = 6
@@ -67,6 +75,16 @@ def karpy_disruptions(metrics: Metrics) -> dict[str, int]:
             if sample.name.endswith("_total") and reason not in NOT_DISRUPTIONS and sample.value:
                 out[reason] = out.get(reason, 0) + int(sample.value)
     return out
+
+
+class PodSource(Protocol):
+    """Another maker of pods than the workload stand-in (the snapshot's pods' controllers)."""
+
+    @property
+    def pods_created(self) -> int: ...
+
+    @property
+    def started(self) -> Sequence[PodStart]: ...
 
 
 @dataclass
@@ -227,14 +245,20 @@ def summary(
     evictions: int,
     start: float,
     end: float,
+    others: Sequence[PodSource] = (),
+    running_at_start: Collection[str] = (),
 ) -> dict[str, Any]:
-    """The figures of one run (the ``R`` of ``--json``); deterministic for a scenario and seed."""
+    """The figures of one run (the ``R`` of ``--json``); deterministic for a scenario and seed.
+    ``others`` add their pods created and started to the workload stand-in's; the nodes named in
+    ``running_at_start`` (a snapshot's) are billed and can be removed, but were not created."""
     skip = collector.low_priority
     pending = [b.latency for b in binder.bindings if b.pod not in skip]
-    ready = [s.ready - s.created for s in workloads.started if s.pod not in skip]
+    started = [*workloads.started, *(s for other in others for s in other.started)]
+    ready = [s.ready - s.created for s in started if s.pod not in skip]
     hours = (end - start) / 3600.0
     created = [r for r in cloud.billing if r.launched_at <= end]
     removed = [r for r in created if r.terminated_at is not None and r.terminated_at <= end]
+    launched = [r for r in created if r.node not in running_at_start or r.launched_at > start]
     by_type: dict[str, float] = {}
     by_capacity: dict[str, float] = {}
     for r in created:
@@ -249,13 +273,13 @@ def summary(
         "cost_usd": round(cloud.cost(end), _DIGITS),
         "pending_seconds": percentiles(pending),
         "ready_seconds": percentiles(ready),
-        "pods_created": workloads.pods_created,
+        "pods_created": workloads.pods_created + sum(other.pods_created for other in others),
         "pods_never_scheduled": collector.never_bound + collector.pending_now,
         "pods_pending_at_end": collector.pending_now,
-        "nodes_created": len(created),
+        "nodes_created": len(launched),
         "nodes_removed": len(removed),
         "churn_per_hour": {
-            "created": round(len(created) / hours, 3) if hours else 0.0,
+            "created": round(len(launched) / hours, 3) if hours else 0.0,
             "removed": round(len(removed) / hours, 3) if hours else 0.0,
         },
         "disruptions": dict(sorted(all_disruptions.items())),

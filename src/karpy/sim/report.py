@@ -39,6 +39,7 @@ ROWS: list[tuple[str, str]] = [
     ("disruptions", "disruptions"),
     ("cpu utilisation", "utilization.cpu"),
     ("memory utilisation", "utilization.memory"),
+    ("scheduler divergence rate", "scheduler_consistency.divergence_rate"),  # karpy runs only
 ]
 
 _PLOTS: list[tuple[str, str, str]] = [

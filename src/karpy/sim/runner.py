@@ -10,7 +10,8 @@ the first time an image lands on a node, warm afterwards, plus readiness), a Dae
 stand-in (one pod per registered Node that the template tolerates and selects) and Job pod
 clean-up. It applies the scenario's objects, schedules the trace
 (:func:`karpy.sim.trace.schedule`), runs the loop to the end and returns a :class:`RunResult`
-with the figures of :func:`karpy.sim.metrics.summary`. Same scenario and seed -> same result.
+with the figures of :func:`karpy.sim.metrics.summary` (plus, for karpy, the scheduler consistency
+check's counts: :mod:`karpy.sim.consistency`). Same scenario and seed -> same result.
 Called by ``karpy simulate``.
 """
 
@@ -39,11 +40,12 @@ from karpy.model.taints import UNREGISTERED
 from karpy.ports import Clock, RawObject, WatchEvent
 from karpy.runtime import wiring
 from karpy.runtime.loop import Loop, LoopClock
+from karpy.sim import adopt, ca, consistency, predicates, trace
 from karpy.sim import binder as binder_mod
-from karpy.sim import ca, predicates, trace
 from karpy.sim import metrics as sim_metrics
 from karpy.sim.cloud import BillingRecord, Interruption, SimCloud
 from karpy.sim.scenario import PodStartup, Scenario
+from karpy.sim.snapshot_pods import SnapshotPods
 from karpy.sim.workloads import Workloads
 from karpy.state.cluster import Cluster
 from karpy.state.feed import Feed
@@ -81,6 +83,7 @@ class RunResult:
     problems: list[str] = field(default_factory=list)  # objects the feed rejected
     billing: list[BillingRecord] = field(default_factory=list)  # the cloud's log, for reports and checks
     interruptions: list[Interruption] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what of the snapshot the run left out
 
     def to_dict(self) -> dict[str, Any]:
         return self.figures
@@ -103,6 +106,16 @@ class _Kube(MemoryKube):
         super().evict(name, namespace, uid)
         if not any(o.get("kind") == "DaemonSet" for o in owners):  # DaemonSet pods go with their node
             self.evictions += 1
+
+
+class _Cloud(SimCloud):
+    """The simulated cloud, which can also take instances running at the start (a snapshot's)."""
+
+    def bill_running(
+        self, node: str, instance_type: str, zone: str, capacity_type: str, price: float
+    ) -> None:
+        """An instance that runs from now on, billed as one launched now."""
+        self._bill(node, instance_type, zone, capacity_type, price)
 
 
 class _Types(catalog_mod.PerNodeClass):
@@ -322,7 +335,7 @@ def run(
     problems: list[str] = []
     feed = Feed(cluster, on_problem=lambda text, _event: problems.append(text))
     kube.watch(feed)
-    cloud = SimCloud(
+    cloud = _Cloud(
         kube,
         clock,
         loop,
@@ -339,25 +352,33 @@ def run(
     ctx = Context(cluster, kube, cloud, clock, events, settings, metrics, logging.getLogger("karpy.sim"))
     for obj in [*scenario.objects, *scenario.node_classes, *scenario.daemon_sets]:
         kube.create(copy.deepcopy(obj))
+    initial = _initial(scenario, base, mode)
     disruptions: Callable[[], Mapping[str, int]]
     if mode == KARPY:
         for obj in scenario.node_pools:
             kube.create(copy.deepcopy(obj))
-        wiring.build(ctx, loop, feed)
+        check: consistency.Counts | None = wiring.build(ctx, loop, feed).scheduler_consistency
         disruptions = lambda: sim_metrics.karpy_disruptions(metrics)  # noqa: E731
     else:
         assert scenario.baseline is not None
+        config = scenario.baseline if initial is None else initial.ca_config(scenario.baseline)
         autoscaler = ca.ClusterAutoscaler(
-            kube, cluster, clock, loop, cloud, scenario.baseline, base, rng=random.Random(f"{seed}:ca")
+            kube, cluster, clock, loop, cloud, config, base, rng=random.Random(f"{seed}:ca")
         )
         disruptions = lambda: _ca_disruptions(autoscaler)  # noqa: E731
+        check = None  # CA nominates nothing
     binder = binder_mod.Binder(kube, cluster, clock, scoring=scoring or scenario.scoring)
     loop.add(binder.name, lambda: binder.reconcile().requeue_after, priority=20)
-    workloads = Workloads(kube, clock, loop=loop, ready_after=_Startup(scenario.cloud.pod_startup, clock))
+    startup = _Startup(scenario.cloud.pod_startup, clock)
+    workloads = Workloads(kube, clock, loop=loop, ready_after=startup)
     _Housekeeping(kube, cluster, loop, list(scenario.daemon_sets))
     collector = sim_metrics.Collector(
         feed=feed, loop=loop, cloud=cloud, disruptions=disruptions, interval=sample_every
     )
+    others: list[SnapshotPods] = []
+    if initial is not None:  # (after every watcher is in place: they all see the snapshot's objects)
+        others.append(SnapshotPods(kube, clock, loop, ready_after=startup))
+        initial.apply(kube, cloud.bill_running, others[0])
     trace.schedule(
         loop, workloads, deployments=scenario.deployments, jobs=scenario.jobs, start=start, end=end
     )
@@ -378,7 +399,12 @@ def run(
             evictions=kube.evictions,
             start=start,
             end=end,
+            others=others,
+            running_at_start=frozenset(n.name for n in initial.nodes) if initial is not None else (),
         )
+        if initial is not None:
+            figures["initial_state"] = initial.figures()
+        figures[consistency.KEY] = None if check is None else consistency.figures(check)
         log = [(e.time, e.kind, e.name, e.reason) for e in events.events]
     return RunResult(
         mode,
@@ -391,4 +417,21 @@ def run(
         problems,
         list(cloud.billing),
         list(cloud.interruptions),
+        [] if initial is None else list(initial.warnings),
+    )
+
+
+def _initial(scenario: Scenario, catalog: Catalog, mode: str) -> adopt.Start | None:
+    """What the run takes of the scenario's snapshot (None without one)."""
+    if scenario.initial is None:
+        return None
+    return adopt.prepare(
+        scenario.initial,
+        catalog,
+        mode=mode,
+        node_pools=scenario.node_pools if mode == KARPY else (),
+        daemon_sets=scenario.daemon_sets,
+        traced=[(d.namespace, d.name) for d in scenario.deployments],
+        baseline=scenario.baseline,
+        now=scenario.start,
     )

@@ -30,6 +30,7 @@ from karpy.catalog import prices as prices_mod
 from karpy.model import errors, labels
 from karpy.sim import ca, trace
 from karpy.sim import cloud as sim_cloud
+from karpy.sim import initial as initial_mod
 
 __all__ = [
     "CloudSpec",
@@ -104,6 +105,27 @@ class Scenario:
     scoring: str = "LeastAllocated"
     baseline: ca.CAConfig | None = None  # the baseline.clusterAutoscaler block
     description: str = ""
+    initial: initial_mod.InitialState | None = None  # the snapshot the run starts from
+
+    def with_snapshot(self, state: initial_mod.InitialState) -> Scenario:
+        """This scenario starting from ``state``: the snapshot's NodePools and NodeClasses when the
+        scenario has none (the scenario's win), its DaemonSets, PDBs and Namespaces added to the
+        scenario's (one of the same kind and name in the scenario wins)."""
+
+        def merged(
+            own: tuple[dict[str, Any], ...], entries: Sequence[initial_mod.Entry]
+        ) -> tuple[dict[str, Any], ...]:
+            seen = {_object_key(o) for o in own}
+            return own + tuple(initial_mod.clean(e.raw) for e in entries if _object_key(e.raw) not in seen)
+
+        return dataclasses.replace(
+            self,
+            node_pools=self.node_pools or tuple(initial_mod.clean(e.raw) for e in state.node_pools),
+            node_classes=self.node_classes or tuple(initial_mod.clean(e.raw) for e in state.node_classes),
+            daemon_sets=merged(self.daemon_sets, state.daemon_sets),
+            objects=merged(self.objects, [*state.namespaces, *state.pdbs]),
+            initial=state,
+        )
 
     @property
     def end(self) -> float:
@@ -164,8 +186,14 @@ for _digit in "0123456789":
     )
 
 
-def load(path: Path | str) -> Scenario:
-    """Read and validate a scenario file; raises :class:`ScenarioError`."""
+def _object_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = raw.get("metadata") or {}
+    return (str(raw.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def load(path: Path | str, *, snapshot: Path | str | None = None) -> Scenario:
+    """Read and validate a scenario file, starting from the ``snapshot`` folder when given (it
+    replaces the file's ``initialState.snapshot``); raises :class:`ScenarioError`."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -179,7 +207,7 @@ def load(path: Path | str) -> Scenario:
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         problem = api_load.Problem(str(path), 0, "", "", "", f"YAML syntax error{where}: {what}")
         raise ScenarioError([problem]) from None
-    return parse(raw, file=str(path), base_dir=path.parent)
+    return parse(raw, file=str(path), base_dir=path.parent, snapshot=snapshot)
 
 
 def _seconds(text: str | None, default: float = 0.0) -> float:
@@ -189,8 +217,10 @@ def _seconds(text: str | None, default: float = 0.0) -> float:
     return 0.0 if value is None else value
 
 
-def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -> Scenario:
-    """Validate a decoded scenario document; raises :class:`ScenarioError`."""
+def parse(
+    raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None, snapshot: Path | str | None = None
+) -> Scenario:
+    """Validate a decoded scenario document (and read its snapshot); raises :class:`ScenarioError`."""
     sim, problems = schema.validate(raw, file=file)
     if sim is None:
         raise ScenarioError(problems)
@@ -213,7 +243,8 @@ def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -
         problem("workloads", f"two workloads are named {key[0]}/{key[1]}")
     if found:
         raise ScenarioError(found)
-    return Scenario(
+    state = _snapshot(sim, resolve, snapshot)
+    scenario = Scenario(
         name=sim.name,
         file=file,
         start=sim.start,
@@ -231,10 +262,27 @@ def parse(raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None) -
         baseline=baseline,
         description=sim.description,
     )
+    return scenario if state is None else scenario.with_snapshot(state)
 
 
 _Problem = Callable[[str, str], None]  # (field path, message)
 _Resolve = Callable[[str], Path]  # a path relative to the scenario file
+
+
+def _snapshot(
+    sim: schema.Simulation, resolve: _Resolve, given: Path | str | None
+) -> initial_mod.InitialState | None:
+    """The snapshot folder the run starts from (``given``, else ``initialState.snapshot``)."""
+    if given is not None:
+        folder = Path(given)
+    elif sim.initial_state is not None:
+        folder = resolve(sim.initial_state.snapshot)
+    else:
+        return None
+    try:
+        return initial_mod.read(folder)
+    except initial_mod.SnapshotError as exc:
+        raise ScenarioError(exc.problems) from None
 
 
 def _catalog(catalog: str, resolve: _Resolve, problem: _Problem) -> str:
