@@ -5,9 +5,13 @@ splits multi-document streams (a syntax error costs only its own document), unpa
 ``kind: List``, validates each object against its :mod:`karpy.api` schema and converts
 it with :mod:`karpy.api.convert`. A bad object becomes a :class:`Problem` naming file,
 document, object and field path; the others still load. Unknown kinds are skipped
-with a warning. Called by the CLI (``plan``, ``explain``); the conformance runner and
-the watch codec use :func:`parse_object` and the typed ``convert_*`` helpers, which
-raise :class:`karpy.model.errors.InputError`.
+with a warning. Karpenter's legacy kinds (v1alpha5 Provisioner, v1alpha1 AWSNodeTemplate,
+v1beta1 NodePool/NodeClaim/EC2NodeClass) are converted to v1 by :mod:`karpy.api.legacy` (all
+documents of a load as one set) and then validated as v1; their fields with no v1 equivalent
+are :attr:`Loaded.warnings`, their errors name the legacy field. Called by the CLI
+(``plan``, ``explain``, ``convert``); the conformance runner and the watch codec use
+:func:`parse_object` and the typed ``convert_*`` helpers, which raise
+:class:`karpy.model.errors.InputError`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ import pydantic
 import yaml
 
 from karpy.api import apps_v1, common, convert, core_v1, karpenter_v1, nodeclasses, policy_v1
+from karpy.api.legacy import base as legacy_base
+from karpy.api.legacy import convert as legacy
 from karpy.model import errors, nodeclass, objects
 
 __all__ = [
@@ -36,10 +42,12 @@ __all__ = [
     "convert_node_pool",
     "convert_pdb",
     "convert_pod",
+    "load_documents",
     "load_objects",
     "load_paths",
     "load_text",
     "parse_object",
+    "read_paths",
 ]
 
 ERROR = "error"
@@ -92,6 +100,8 @@ class Loaded:
     pdbs: list[objects.PodDisruptionBudget] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # errors: the object was not loaded
     skipped: list[Problem] = field(default_factory=list)  # warnings: unknown kinds, replaced duplicates
+    # warnings about legacy objects that were converted and loaded: fields with no v1 equivalent
+    warnings: list[Problem] = field(default_factory=list)
     # (list, namespace, name) -> (file, document, position): where each object came from, for duplicates
     _seen: dict[tuple[str, str, str], tuple[str, int, int]] = field(
         default_factory=dict, repr=False, compare=False
@@ -154,6 +164,7 @@ class Loaded:
                 self.add(obj, file=file, index=index)
         self.problems.extend(other.problems)
         self.skipped.extend(other.skipped)
+        self.warnings.extend(other.warnings)
 
 
 _Schema = type[pydantic.BaseModel]
@@ -342,19 +353,57 @@ def parse_object(raw: Mapping[str, Any], *, file: str, index: int) -> tuple[obje
     return _parse_one(raw, file=file, index=index)
 
 
-def _add_document(loaded: Loaded, raw: object, *, file: str, index: int) -> None:
-    if isinstance(raw, Mapping) and raw.get("kind") == "List":
-        items = raw.get("items") or []
-        if not isinstance(items, list):
-            loaded.problems.append(Problem(file, index, "List", "", "items", "expected a list of objects"))
-            return
-        docs = [(item, f"items[{i}]") for i, item in enumerate(items)]
-    else:
-        docs = [(raw, "")]
-    for item, prefix in docs:
-        obj, problems = _parse_one(item, file=file, index=index, prefix=prefix)
-        loaded.problems.extend(p for p in problems if p.severity == ERROR)
-        loaded.skipped.extend(p for p in problems if p.severity == WARNING)
+# (file, document index, the parsed document, or a Problem where it could not be read)
+Document = tuple[str, int, object]
+
+
+def load_documents(
+    documents: Iterable[Document], *, legacy_options: legacy_base.Options | None = None
+) -> Loaded:
+    """Load parsed documents (``kind: List`` unpacked); the legacy ones are converted as one set."""
+    loaded = Loaded()
+    items: list[tuple[str, int, str, object]] = []
+    for file, index, raw in documents:
+        if isinstance(raw, Mapping) and raw.get("kind") == "List":
+            entries = raw.get("items") or []
+            if not isinstance(entries, list):
+                items.append(
+                    (file, index, "", Problem(file, index, "List", "", "items", "expected a list of objects"))
+                )
+                continue
+            items.extend((file, index, f"items[{i}]", item) for i, item in enumerate(entries))
+        else:
+            items.append((file, index, "", raw))
+    results = iter(legacy.convert_all([raw for *_, raw in items if legacy.is_legacy(raw)], legacy_options))
+    for file, index, prefix, raw in items:
+        if isinstance(raw, Problem):
+            loaded.problems.append(raw)
+        elif legacy.is_legacy(raw):
+            _add_legacy(loaded, next(results), file=file, index=index, prefix=prefix)
+        else:
+            obj, problems = _parse_one(raw, file=file, index=index, prefix=prefix)
+            loaded.problems.extend(p for p in problems if p.severity == ERROR)
+            loaded.skipped.extend(p for p in problems if p.severity == WARNING)
+            if obj is not None:
+                loaded.add(obj, file=file, index=index)
+    return loaded
+
+
+def _add_legacy(loaded: Loaded, result: legacy_base.Result, *, file: str, index: int, prefix: str) -> None:
+    """A converted legacy document: its notes, then its v1 documents (problems at the legacy paths)."""
+    for note in result.notes:
+        severity = ERROR if note.error else WARNING
+        problem = Problem(
+            file, index, result.kind, result.name, _join(prefix, note.path), note.message, severity
+        )
+        (loaded.problems if note.error else loaded.warnings).append(problem)
+    if not result.ok:
+        return
+    for out in result.outputs:
+        obj, problems = _parse_one(out.raw, file=file, index=index)
+        for p in problems:
+            path = _join(prefix, legacy_base.source_path(out.origin, p.path))
+            loaded.problems.append(Problem(file, index, result.kind, result.name, path, p.message))
         if obj is not None:
             loaded.add(obj, file=file, index=index)
 
@@ -389,9 +438,8 @@ def _split_documents(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
-def load_text(text: str, *, file: str = "<string>") -> Loaded:
-    """Load one YAML stream (several documents, ``kind: List`` unpacked)."""
-    loaded = Loaded()
+def _read_text(text: str, *, file: str) -> list[Document]:
+    out: list[Document] = []
     for index, (first_line, chunk) in enumerate(_split_documents(text)):
         try:
             raw = yaml.load(chunk, Loader=_Loader)
@@ -400,43 +448,56 @@ def load_text(text: str, *, file: str = "<string>") -> Loaded:
             line = first_line + mark.line + 1 if mark is not None else None
             what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             where = f" at line {line}, column {mark.column + 1}" if mark is not None and line else ""
-            loaded.problems.append(
-                Problem(file, index, "", "", "", f"YAML syntax error{where}: {what}", line=line)
-            )
+            message = f"YAML syntax error{where}: {what}"
+            out.append((file, index, Problem(file, index, "", "", "", message, line=line)))
             continue
-        if raw is None:
-            continue
-        _add_document(loaded, raw, file=file, index=index)
-    return loaded
+        if raw is not None:
+            out.append((file, index, raw))
+    return out
+
+
+def load_text(
+    text: str, *, file: str = "<string>", legacy_options: legacy_base.Options | None = None
+) -> Loaded:
+    """Load one YAML stream (several documents, ``kind: List`` unpacked)."""
+    return load_documents(_read_text(text, file=file), legacy_options=legacy_options)
 
 
 def load_objects(raws: Iterable[Mapping[str, Any]], *, file: str) -> Loaded:
     """Load objects already parsed (a live cluster's, as ``karpy snapshot`` reads them)."""
-    loaded = Loaded()
-    for index, raw in enumerate(raws):
-        _add_document(loaded, raw, file=file, index=index)
-    return loaded
+    return load_documents((file, index, raw) for index, raw in enumerate(raws))
 
 
-def load_paths(paths: Sequence[Path]) -> Loaded:
-    """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order)."""
-    loaded = Loaded()
+def read_paths(paths: Sequence[Path]) -> list[tuple[str, list[Document]]]:
+    """Each YAML file of ``paths`` (folders: ``*.yaml``/``*.yml`` found recursively, sorted) with its
+    documents; a missing or unreadable file is one Problem document."""
+    out: list[tuple[str, list[Document]]] = []
     for path in paths:
         if path.is_dir():
             files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
         elif path.exists():
             files = [path]
         else:
-            loaded.problems.append(Problem(str(path), 0, "", "", "", "no such file or directory"))
+            out.append(
+                (str(path), [(str(path), 0, Problem(str(path), 0, "", "", "", "no such file or directory"))])
+            )
             continue
         for file in files:
             try:
                 text = file.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
-                loaded.problems.append(Problem(str(file), 0, "", "", "", f"cannot read: {exc}"))
+                out.append(
+                    (str(file), [(str(file), 0, Problem(str(file), 0, "", "", "", f"cannot read: {exc}"))])
+                )
                 continue
-            loaded.extend(load_text(text, file=str(file)))
-    return loaded
+            out.append((str(file), _read_text(text, file=str(file))))
+    return out
+
+
+def load_paths(paths: Sequence[Path], *, legacy_options: legacy_base.Options | None = None) -> Loaded:
+    """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order)."""
+    documents = [doc for _, docs in read_paths(paths) for doc in docs]
+    return load_documents(documents, legacy_options=legacy_options)
 
 
 # --- typed helpers ---------------------------------------------------------------------

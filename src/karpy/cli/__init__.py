@@ -11,6 +11,7 @@ import typer
 from karpy.cli import (
     catalog_cmd,
     conformance_cmd,
+    convert_cmd,
     disrupt_cmd,
     explain_node,
     explain_pod,
@@ -35,6 +36,7 @@ app.command("disrupt")(disrupt_cmd.disrupt)
 app.command("conformance")(conformance_cmd.conformance)
 app.command("operator")(operator_cmd.operator)
 app.command("snapshot")(snapshot_cmd.snapshot)
+app.command("convert")(convert_cmd.convert)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
 explain = typer.Typer(help="Why a pod is (not) placed, why a node is (not) disrupted.", no_args_is_help=True)
 explain.command("pod")(explain_pod.pod)

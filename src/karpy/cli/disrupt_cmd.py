@@ -17,6 +17,7 @@ from karpy import settings as settings_mod
 from karpy.api import common as api_common
 from karpy.api import load as api_load
 from karpy.api.common import KARPY_API_VERSION
+from karpy.cli import inputs
 from karpy.model.errors import InputError
 
 __all__ = ["disrupt", "dry_run_document"]
@@ -107,10 +108,7 @@ def disrupt(
         typer.echo(f"error: --now: {exc}", err=True)
         raise typer.Exit(2) from None
     loaded = api_load.load_paths(files)
-    for problem in loaded.problems:
-        typer.echo(f"error: {problem}", err=True)
-    for skipped in loaded.skipped:
-        typer.echo(f"warning: {skipped}", err=True)
+    inputs.echo(loaded)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
     settings = settings_mod.Settings(features=gates)
     try:

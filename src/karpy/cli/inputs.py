@@ -20,7 +20,7 @@ from karpy.model.errors import InputError, KarpyError
 if TYPE_CHECKING:
     from karpy.adapters.kube.snapshot import Snapshot
 
-__all__ = ["EVENTS_SHOWN", "events", "live", "read"]
+__all__ = ["EVENTS_SHOWN", "echo", "events", "live", "read"]
 
 EVENTS_SHOWN = 10  # the newest Events shown about an object
 
@@ -41,11 +41,19 @@ def read(
         loaded = api_load.Loaded()
         for items in snap.objects.values():
             loaded.extend(api_load.load_objects(items, file=where))
+    echo(loaded)
+    return loaded, where
+
+
+def echo(loaded: api_load.Loaded) -> None:
+    """What loading said, on stderr: ``error:`` per problem, ``warning:`` per skipped object and
+    per warning (a legacy field without a v1 equivalent, ...)."""
     for problem in loaded.problems:
         typer.echo(f"error: {problem}", err=True)
     for skipped in loaded.skipped:
         typer.echo(f"warning: {skipped}", err=True)
-    return loaded, where
+    for warning in loaded.warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def live(kubeconfig: Path | None, context: str | None, timeout: float) -> Snapshot:

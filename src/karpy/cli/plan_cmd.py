@@ -21,6 +21,7 @@ from karpy import settings as settings_mod
 from karpy.api import load as api_load
 from karpy.api.common import KARPY_API_VERSION
 from karpy.catalog import prices as prices_mod
+from karpy.cli import inputs
 from karpy.model.errors import InputError
 
 __all__ = ["bound_section", "plan", "plan_document"]
@@ -229,10 +230,7 @@ def plan(
         typer.echo(f"error: --packing must be faithful or optimized, not {packing!r}", err=True)
         raise typer.Exit(2)
     loaded = api_load.load_paths(files)
-    for problem in loaded.problems:
-        typer.echo(f"error: {problem}", err=True)
-    for skipped in loaded.skipped:
-        typer.echo(f"warning: {skipped}", err=True)
+    inputs.echo(loaded)
     settings = settings_mod.Settings(
         scheduling=settings_mod.SchedulingSettings(packing=packing),
         pricing=settings_mod.PricingSettings(

@@ -112,7 +112,7 @@ def test_unknown_kinds_are_skipped_with_a_warning() -> None:
     text = "\n---\n".join(
         [
             "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}",
-            "apiVersion: karpenter.sh/v1beta1\nkind: NodePool\nmetadata: {name: old}\nspec: {}",
+            "apiVersion: karpenter.sh/v1alpha1\nkind: NodePool\nmetadata: {name: old}\nspec: {}",
             "metadata: {name: nameless}",
             _POD,
         ]
@@ -121,7 +121,7 @@ def test_unknown_kinds_are_skipped_with_a_warning() -> None:
     assert loaded.ok and [p.key for p in loaded.pods] == ["shop/web"]
     assert [str(p) for p in loaded.skipped] == [
         'mix.yaml: document 0 (ConfigMap "settings"): unsupported kind v1 ConfigMap; skipped',
-        'mix.yaml: document 1 (NodePool "old"): karpenter.sh/v1beta1 NodePool is not supported '
+        'mix.yaml: document 1 (NodePool "old"): karpenter.sh/v1alpha1 NodePool is not supported '
         "(expected karpenter.sh/v1); skipped",
         "mix.yaml: document 2: no apiVersion/kind; skipped",
     ]
