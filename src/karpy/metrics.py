@@ -109,6 +109,13 @@ class Metrics:
             ["kind"],
             registry=r,
         )
+        self.nodepool_headroom = Gauge(
+            "karpy_nodepool_headroom",
+            "Headroom a NodePool keeps (karpy.sh/headroom): kind=asked, and kind=free (allocatable its "
+            "initialized nodes have free); cpu in cores, others in units",
+            ["nodepool", "resource", "zone", "kind"],
+            registry=r,
+        )
 
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent); for tests and reports."""

@@ -30,6 +30,9 @@ class PricingSettings:
 @dataclass(frozen=True, slots=True)
 class FeatureGates:
     spot_to_spot_consolidation: bool = False
+    # karpy's own (upstream has none): registered Nodes' capacity replaces the catalog's estimate
+    # per instance type and NodeClass AMI (controllers/measured_capacity.py, docs/seed-features.md)
+    measured_capacity: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from karpy.model import errors
 from karpy.state.feed import KINDS
 
 CORE = {"Pod", "Node", "NodeClaim", "NodePool", "DaemonSet", "PodDisruptionBudget"}
+WORKLOADS = {"Deployment", "StatefulSet"}  # optional: only the rollout guard reads them
 
 
 @pytest.mark.parametrize(
@@ -25,7 +26,7 @@ def test_required_and_optional_kinds_per_provider(provider: str, node_class: str
     required = operator_mod.required_kinds(provider)
     optional = operator_mod.optional_kinds(provider)
     assert required == CORE | {node_class}
-    assert optional == {"Namespace", other}
+    assert optional == {"Namespace", other} | WORKLOADS
     assert required | optional == KINDS and not required & optional
 
 
@@ -74,8 +75,11 @@ def test_readyz_waits_for_the_required_caches_only_and_names_the_optional_ones()
     _sync(gate, *(CORE - {"Pod", "Node"}), "KWOKNodeClass")
     assert gate.readiness() == (False, "waiting for caches: Node,Pod")
     _sync(gate, "Pod", "Node")
-    assert gate.readiness() == (True, "ok; not synced (optional): EC2NodeClass,Namespace")
-    _sync(gate, "EC2NodeClass", "Namespace")
+    assert gate.readiness() == (
+        True,
+        "ok; not synced (optional): Deployment,EC2NodeClass,Namespace,StatefulSet",
+    )
+    _sync(gate, "EC2NodeClass", "Namespace", *WORKLOADS)
     assert gate.readiness() == (True, "ok")
 
 
@@ -120,7 +124,7 @@ def test_the_log_names_missing_caches_after_10_s_then_at_most_every_60_s(
     caplog.set_level(logging.INFO, logger="karpy.operator")
     clock = Clock()
     gate = _gate(clock=clock)
-    _sync(gate, *(CORE - {"Pod"}), "KWOKNodeClass", "EC2NodeClass")
+    _sync(gate, *(CORE - {"Pod"}), "KWOKNodeClass", "EC2NodeClass", *WORKLOADS)
 
     def lines_at(now: float) -> list[str]:
         clock.now = 100.0 + now

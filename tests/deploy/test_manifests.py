@@ -72,6 +72,26 @@ def test_rbac_has_no_wildcards_and_exact_verbs() -> None:
     assert verbs[("coordination.k8s.io", "leases")] == {"get", "create", "update"}
 
 
+def test_configmaps_are_granted_only_for_the_measured_capacity_in_karpys_namespace() -> None:
+    """``--measured-capacity`` reads and writes one ConfigMap; no ClusterRole touches ConfigMaps."""
+    grants = [
+        (
+            doc["kind"],
+            doc["metadata"].get("namespace"),
+            tuple(rule.get("resourceNames", ())),
+            set(rule["verbs"]),
+        )
+        for doc in documents(DEPLOY / "rbac.yaml")
+        if doc["kind"] in ("ClusterRole", "Role")
+        for rule in doc["rules"]
+        if "configmaps" in rule["resources"]
+    ]
+    assert sorted(grants, key=lambda g: sorted(g[3])) == [
+        ("Role", "karpy-system", (), {"create"}),
+        ("Role", "karpy-system", ("karpy-measured-capacity",), {"get", "update"}),
+    ]
+
+
 def test_the_deployment_is_hardened_and_elects_a_leader() -> None:
     (deployment,) = documents(DEPLOY / "deployment.yaml")
     spec = deployment["spec"]

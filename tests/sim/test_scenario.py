@@ -278,7 +278,11 @@ def test_ice_windows_repeat_daily_over_the_run() -> None:
 
 
 # examples that are only the NodePools of a --compare-with run, not a trace of their own
-TWINS = {"daemonset-heavy-usable-price.yaml": "daemonset-heavy.yaml"}
+TWINS = {
+    "daemonset-heavy-usable-price.yaml": "daemonset-heavy.yaml",
+    "hospital-booking-spikes-headroom.yaml": "hospital-booking-spikes.yaml",
+    "payments-rollouts-guard.yaml": "payments-rollouts.yaml",
+}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml") if p.name not in TWINS))

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from karpy.api import apps_v1, common, core_v1, karpenter_v1, nodeclasses, policy_v1
+from karpy.api import apps_v1, common, core_v1, karpenter_v1, nodeclasses, policy_v1, rollout_guard
 from karpy.model import labels as labels_mod
 from karpy.model import nodeclass, objects, requirements, resources, selectors, taints
 
@@ -400,8 +400,9 @@ def _check_sizing(name: str, annotations: dict[str, str]) -> None:
 
 def node_pool(obj: karpenter_v1.NodePool) -> objects.NodePool:
     """Defaults: expireAfter 720h, consolidateAfter 0s, budgets [10%], weight 0 ("Never" = None).
-    An unknown ``karpy.sh/sizing`` annotation value is logged as a warning (the pool stays default)."""
+    An unknown ``karpy.sh/sizing`` or ``karpy.sh/rollout-guard`` value is logged as a warning."""
     _check_sizing(obj.metadata.name, obj.metadata.annotations)
+    rollout_guard.check(obj.metadata.name, obj.metadata.annotations)
     spec = obj.spec
     tmpl = spec.template
     dis = spec.disruption

@@ -21,6 +21,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_
 
 from karpy.api import common, core_v1
 from karpy.api import load as api_load
+from karpy.model import quantity
 
 __all__ = [
     "DEFAULT_START",
@@ -30,6 +31,7 @@ __all__ = [
     "NodeGroup",
     "ReplicaCurve",
     "Simulation",
+    "TrueAllocatable",
     "Workload",
     "parse_clock",
     "validate",
@@ -81,21 +83,27 @@ class _Strict(common.K8sModel):
 
 
 def _nested(model: type[pydantic.BaseModel], value: Any) -> pydantic.BaseModel:
-    """Validate ``value`` against ``model``; the first problem becomes a located FieldError."""
+    """Validate ``value`` against ``model``; every problem becomes a located FieldError (several:
+    a :class:`~karpy.api.common.FieldErrors`, one line each)."""
     try:
         return model.model_validate(value)
     except pydantic.ValidationError as exc:
-        err = exc.errors()[0]
-        cause = (err.get("ctx") or {}).get("error")
-        loc = tuple(err["loc"])
-        if isinstance(cause, common.FieldError):
-            loc += cause.subpath
-            message = cause.message
-        elif cause is not None:
-            message = str(cause)
-        else:
-            message = "required" if err["type"] == "missing" else err["msg"]
-        raise common.FieldError(loc, message) from None
+        found: list[common.FieldError] = []
+        for err in exc.errors():
+            cause = (err.get("ctx") or {}).get("error")
+            loc = tuple(err["loc"])
+            if isinstance(cause, common.FieldErrors):
+                found.extend(common.FieldError(loc + e.subpath, e.message) for e in cause.errors)
+                continue
+            if isinstance(cause, common.FieldError):
+                loc += cause.subpath
+                message = cause.message
+            elif cause is not None:
+                message = str(cause)
+            else:
+                message = "required" if err["type"] == "missing" else err["msg"]
+            found.append(common.FieldError(loc, message))
+        raise (found[0] if len(found) == 1 else common.FieldErrors(found)) from None
 
 
 # -- workloads ----------------------------------------------------------------------------
@@ -115,9 +123,13 @@ class ReplicaCurve(_Strict):
         if self.points is not None:
             if not self.points:
                 raise common.FieldError(("points",), "needs at least one point")
-            for i in range(1, len(self.points)):
-                if self.points[i][0] <= self.points[i - 1][0]:
-                    raise common.FieldError(("points", i, 0), "times must increase within a day")
+            bad = [
+                common.FieldError(("points", i, 0), "times must increase within a day")
+                for i in range(1, len(self.points))
+                if self.points[i][0] <= self.points[i - 1][0]
+            ]
+            if bad:
+                raise bad[0] if len(bad) == 1 else common.FieldErrors(bad)
         return self
 
 
@@ -237,11 +249,40 @@ class InsufficientCapacity(_Strict):
         return self
 
 
+_OFFSET_PERCENT = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)%$")
+
+
+def _offset(value: Any) -> str:
+    """``"-5%"`` (of the catalog's allocatable) or a signed quantity (``"-600Mi"``, ``"-100m"``)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f'expected a percentage such as "-5%" or a quantity such as "-600Mi", got {value!r}')
+    text = str(value).strip()
+    if _OFFSET_PERCENT.match(text):
+        return text
+    try:
+        quantity.parse(text)
+    except quantity.QuantityError:
+        raise ValueError(f'"{text}" is neither a percentage ("-5%") nor a quantity ("-600Mi")') from None
+    return text
+
+
+Offset = Annotated[str, BeforeValidator(_offset)]
+
+
+class TrueAllocatable(_Strict):
+    """What launched nodes really register with: per resource an offset from the catalog's capacity
+    and allocatable (``offset: {memory: "-5%"}``); ``instanceTypes`` gives a type its own offsets."""
+
+    offset: dict[str, Offset] = Field(default_factory=dict)
+    instance_types: dict[str, dict[str, Offset]] = Field(default_factory=dict)
+
+
 class Cloud(_Strict):
     launch_latency: LaunchLatency = LaunchLatency()
     pod_startup: PodStartup = PodStartup()
     spot_interruptions: SpotInterruptions = SpotInterruptions()
     insufficient_capacity: list[InsufficientCapacity] = Field(default_factory=list)
+    true_allocatable: TrueAllocatable | None = None  # None: nodes register with the catalog's allocatable
 
 
 class Pricing(_Strict):
@@ -309,6 +350,12 @@ class Scheduler(_Strict):
     scoring: Annotated[str, common.one_of("LeastAllocated", "MostAllocated")] = "LeastAllocated"
 
 
+class KarpySettings(_Strict):
+    """karpy settings of the run (default: as upstream)."""
+
+    measured_capacity: bool = False  # karpy operator --measured-capacity
+
+
 class InitialState(_Strict):
     """Where the run starts: a ``karpy snapshot`` folder, relative to the scenario file."""
 
@@ -333,6 +380,7 @@ class Simulation(_Strict):
     scheduler: Scheduler = Scheduler()
     baseline: Baseline = Baseline()
     initial_state: InitialState | None = None
+    settings: KarpySettings = KarpySettings()
 
     @field_validator("duration")
     @classmethod
@@ -368,20 +416,26 @@ def _with_defaults(raw: dict[str, Any], kind: str | None) -> dict[str, Any]:
 def _prefixed(problem: api_load.Problem, prefix: str, base: api_load.Problem) -> api_load.Problem:
     path = problem.path
     full = f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
-    return api_load.Problem(base.file, 0, base.kind, base.name, full, problem.message)
+    return api_load.Problem(base.file, 0, base.kind, base.name, full, problem.message, problem.severity)
 
 
 def _embedded(
-    raw: dict[str, Any], *, prefix: str, kinds: tuple[str, ...], base: api_load.Problem
+    raw: dict[str, Any],
+    *,
+    prefix: str,
+    kinds: tuple[str, ...],
+    base: api_load.Problem,
+    checks: api_load.Checks = api_load.FILES,
 ) -> tuple[dict[str, Any], list[api_load.Problem]]:
-    """Defaults filled in, and the problems of one embedded object (paths under ``prefix``)."""
+    """Defaults filled in, and the problems of one embedded object (paths under ``prefix``): its
+    schema's, then its name's and unknown fields' as in a file (:data:`karpy.api.load.FILES`)."""
     obj = _with_defaults(raw, kinds[0] if len(kinds) == 1 else None)
     kind = obj.get("kind")
     if kind not in kinds:
         allowed = " or ".join(kinds)
         message = f"kind must be {allowed}, got {kind!r}" if kind else f"kind is required ({allowed})"
         return obj, [_prefixed(api_load.Problem("", 0, "", "", "kind", message), prefix, base)]
-    _, problems = api_load.parse_object(obj, file=base.file, index=0)
+    _, problems = api_load.parse_object(obj, file=base.file, index=0, checks=checks)
     return obj, [_prefixed(p, prefix, base) for p in problems]
 
 
@@ -395,8 +449,13 @@ def _job_problems(raw: dict[str, Any], prefix: str, base: api_load.Problem) -> l
     return []
 
 
-def validate(raw: Any, *, file: str) -> tuple[Simulation | None, list[api_load.Problem]]:
-    """The scenario with embedded objects' defaults filled in, or every problem found."""
+def validate(
+    raw: Any, *, file: str, strict: bool = False
+) -> tuple[Simulation | None, list[api_load.Problem]]:
+    """The scenario with embedded objects' defaults filled in (None when a problem is an error),
+    and every problem found: an unknown field of an embedded object is a warning (``strict``: an
+    error); one in the simulator's own blocks always an error."""
+    checks = api_load.STRICT if strict else api_load.FILES
     name = str(raw.get("name") or "") if isinstance(raw, Mapping) else ""
     base = api_load.Problem(file, 0, "Simulation", name, "", "")
     if not isinstance(raw, Mapping):
@@ -412,7 +471,7 @@ def validate(raw: Any, *, file: str) -> tuple[Simulation | None, list[api_load.P
     def check(items: list[dict[str, Any]], field: str, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
         out = []
         for i, item in enumerate(items):
-            obj, found = _embedded(item, prefix=f"{field}[{i}]", kinds=kinds, base=base)
+            obj, found = _embedded(item, prefix=f"{field}[{i}]", kinds=kinds, base=base, checks=checks)
             problems.extend(found)
             out.append(obj)
         return out
@@ -424,7 +483,9 @@ def validate(raw: Any, *, file: str) -> tuple[Simulation | None, list[api_load.P
     for i, wl in enumerate(sim.workloads):
         if wl.deployment is not None:
             prefix = f"workloads[{i}].deployment"
-            wl.deployment, found = _embedded(wl.deployment, prefix=prefix, kinds=("Deployment",), base=base)
+            wl.deployment, found = _embedded(
+                wl.deployment, prefix=prefix, kinds=("Deployment",), base=base, checks=checks
+            )
             problems.extend(found)
             strategy = (wl.deployment.get("spec") or {}).get("strategy")
             if strategy is not None:
@@ -436,4 +497,5 @@ def validate(raw: Any, *, file: str) -> tuple[Simulation | None, list[api_load.P
                     problems.append(api_load.Problem(file, 0, "Simulation", name, where, exc.message))
         elif wl.job is not None:
             problems.extend(_job_problems(wl.job, f"workloads[{i}].job", base))
-    return (sim if not problems else None), problems
+    failed = any(p.severity == api_load.ERROR for p in problems)
+    return (None if failed else sim), problems

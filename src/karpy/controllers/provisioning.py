@@ -40,6 +40,21 @@ class), and ``scheduling_duration{controller=provisioner}`` only when a monotoni
 injected (no wall clock is read otherwise).
 While provisionable pods remain, the provisioner re-triggers itself every 10 s (upstream
 requeues each such pod every 10 s); its first pass also triggers for pods already pending.
+
+**Headroom** (NodePool annotation ``karpy.sh/headroom``, :mod:`karpy.core.headroom`): while a
+pool's window is open, each batch adds the pool's virtual pods (equal pieces of the free room it
+keeps) to the pods it solves, and a batch runs even when no real pod is pending. The solve places
+them on room the pool's nodes already have, or opens NodeClaims for them, which are created like
+any other (``nodeclaims_created{reason=headroom}`` and the ``karpy.sh/creation-reason: headroom``
+annotation when a claim holds only pieces). Virtual pods never get a nomination, an event or a
+metric of unschedulable pods; a piece the solve cannot place is logged, and the batch is tried
+again in 60 s. While a window is open, a bound pod, a Node or NodeClaim going away and a NodePool
+change trigger a batch (each can take room away), and so does any Node change (the gauge reads
+the room of initialized nodes); the task wakes at every window's next opening
+or closing. ``nodepool_headroom{nodepool, resource, zone, kind}`` reads, per pool and zone
+(``all`` for the whole pool), the headroom ``asked`` and the ``free`` allocatable of its
+initialized nodes after each batch (0 once a window closes). An annotation karpy cannot read is
+logged once per NodePool and value (the pool keeps no headroom).
 """
 
 from __future__ import annotations
@@ -51,18 +66,19 @@ from karpy.controllers import claims
 from karpy.controllers.context import Context
 from karpy.controllers.dedupe import Dedupe
 from karpy.controllers.result import Result
-from karpy.core import scheduling
+from karpy.core import headroom, scheduling
 from karpy.core.explain.reasons import reason_class
 from karpy.core.scheduling import limits
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import errors
 from karpy.model.objects import Node, NodeClaim, NodePool, Pod
-from karpy.model.resources import Resources
+from karpy.model.resources import CPU, Resources
 from karpy.model.taints import DISRUPTED
 from karpy.state.events import DELETED, ObjectEvent
 
 __all__ = [
     "FAILED_SCHEDULING_DEDUPE",
+    "HEADROOM_RETRY_SECONDS",
     "NOMINATED_DEDUPE",
     "RETRIGGER_SECONDS",
     "NominationListener",
@@ -77,6 +93,7 @@ __all__ = [
 NominationListener = Callable[[Pod, str, str], None]  # (pod, "node" | "nodeclaim", name)
 
 RETRIGGER_SECONDS = 10.0
+HEADROOM_RETRY_SECONDS = 60.0  # a batch again after some headroom piece found no place
 FAILED_SCHEDULING_DEDUPE = 300.0
 NOMINATED_DEDUPE = 120.0
 _EPSILON = 1e-6  # seconds; absorbs float rounding of deadlines near 1.7e9
@@ -178,6 +195,10 @@ class Provisioner:
         self.nomination_listeners: list[NominationListener] = []  # told of every nomination
         self._reasons_seen: set[str] = set()  # pods_unschedulable labels set so far
         self.batches = 0  # batches run (for tests and the simulator's report)
+        self._edge_at: float | None = None  # the next headroom window edge to wake at
+        self._open: tuple[tuple[NodePool, ...], float, float, bool] | None = None  # see _headroom_open
+        self._headroom_seen: set[tuple[str, str, str, str]] = set()  # gauge label sets set so far
+        self._headroom_warned: set[tuple[str, str]] = set()
         self.caches = scheduling.SchedulingCaches()  # what this controller's solves share
 
     # -- the batch window ----------------------------------------------------------------
@@ -195,8 +216,12 @@ class Provisioner:
         return min(self._idle_deadline, self._opened + self.ctx.settings.batch.max_seconds)
 
     def on_event(self, event: ObjectEvent) -> bool:
-        """Trigger for a provisionable pod, or a leaving Node or NodeClaim with pods; True when triggered."""
+        """Trigger for a provisionable pod, or a leaving Node or NodeClaim with pods, or (while a
+        headroom window is open) a change that can take room away; True when triggered."""
         obj = event.obj
+        if self._headroom_event(event):
+            self.trigger()
+            return True
         if event.type == DELETED:
             return False
         cluster = self.ctx.cluster
@@ -214,13 +239,67 @@ class Provisioner:
             self.trigger()
         return hit
 
+    # -- headroom ------------------------------------------------------------------------
+    def _headroom_open(self, now: float) -> bool:
+        """Whether some NodePool's headroom window is open (kept until the pools or the window change)."""
+        pools = tuple(self.ctx.cluster.node_pools.values())
+        held = self._open
+        if (
+            held is not None
+            and held[1] <= now < held[2]
+            and len(held[0]) == len(pools)
+            and all(a is b for a, b in zip(held[0], pools, strict=True))
+        ):
+            return held[3]
+        found = bool(headroom.open_pools(pools, now))
+        self._open = (pools, now, headroom.next_edge(pools, now), found)
+        return found
+
+    def _headroom_event(self, event: ObjectEvent) -> bool:
+        """While a window is open: a bound pod (not a DaemonSet's), any Node change, a NodeClaim
+        deleted or being deleted, or any NodePool change; outside one, a change to a pool that asks
+        headroom."""
+        obj = event.obj
+        if isinstance(obj, NodePool):
+            self._open = None  # the pools changed: the window flags and edges are read again
+            return headroom.ANNOTATION in obj.meta_annotations or self._headroom_open(self.ctx.now())
+        if isinstance(obj, Pod):
+            if not obj.node_name or event.type == DELETED or obj.is_daemonset_pod():
+                return False
+        elif isinstance(obj, NodeClaim):
+            if event.type != DELETED and not obj.deleting:
+                return False
+        elif not isinstance(obj, Node):  # (any Node change: room comes, goes or becomes ready)
+            return False
+        return bool(self.ctx.cluster.node_pools) and self._headroom_open(self.ctx.now())
+
+    def _next_edge(self, now: float) -> float | None:
+        """The next opening or closing of a NodePool's headroom window (None: no window)."""
+        edge = headroom.next_edge(self.ctx.cluster.node_pools.values(), now)
+        return None if edge == float("inf") else edge
+
     # -- the reconcile -------------------------------------------------------------------
     def reconcile(self) -> Result:
         now = self.ctx.now()
+        if self._edge_at is not None and now + _EPSILON >= self._edge_at:
+            self._edge_at = None  # a headroom window opened or closed: a batch adds or drops its demand
+            self.trigger()
+        result = self._reconcile(now)
+        self._edge_at = self._next_edge(now)
+        if self._edge_at is None:
+            return result
+        wait = max(0.0, self._edge_at - now)
+        if result.requeue_after is not None and result.requeue_after <= wait:
+            return result
+        return Result(requeue_after=wait)
+
+    def _reconcile(self, now: float) -> Result:
         if self._opened is None and self._retrigger_at is not None and now + _EPSILON >= self._retrigger_at:
             self._retrigger_at = None
             cluster = self.ctx.cluster
-            if any(provisionable(p, cluster.nodes) for p in cluster.unbound_pods()):
+            if any(provisionable(p, cluster.nodes) for p in cluster.unbound_pods()) or (
+                cluster.node_pools and self._headroom_open(now)
+            ):
                 self.trigger()
             else:
                 self._set_unschedulable(0, {})
@@ -234,40 +313,93 @@ class Provisioner:
         if not self.ctx.cluster.synced():
             return Result(requeue_after=1.0)
         self._opened = None
-        remaining = self._provision(now)
-        if remaining:
-            self._retrigger_at = now + RETRIGGER_SECONDS
-            return Result(requeue_after=RETRIGGER_SECONDS)
+        remaining, short = self._provision(now)
+        if remaining or short:
+            wait = RETRIGGER_SECONDS if remaining else HEADROOM_RETRY_SECONDS
+            self._retrigger_at = now + wait
+            return Result(requeue_after=wait)
         self._retrigger_at = None
         return Result()
 
-    def _provision(self, now: float) -> bool:
-        """One batch; True while provisionable pods remain (to re-trigger in 10 s)."""
+    def _provision(self, now: float) -> tuple[bool, bool]:
+        """One batch: (provisionable pods remain (re-trigger in 10 s), a headroom piece found no place)."""
         ctx = self.ctx
         self.batches += 1
         self._failed.prune(now)
         self._nominated.prune(now)
         snapshot = ctx.cluster.snapshot(now)
         pending, moving = select_pods(snapshot)
-        if not pending and not moving:
+        needs = self._needs(snapshot, now)
+        if not pending and not moving and not needs:
             self._set_unschedulable(0, {})
-            return False
+            if self._headroom_seen:  # a window closed: its gauges read 0
+                self._set_headroom(snapshot, needs)
+            return False, False
         started = self._timer() if self._timer is not None else None
         solved = pending + moving
-        results = scheduling.solve(snapshot, solved, caches=self.caches)
+        virtual = headroom.virtual_pods(needs)
+        results = scheduling.solve(snapshot, solved + virtual if virtual else solved, caches=self.caches)
         if started is not None and self._timer is not None:
             ctx.metrics.scheduling_duration.labels(controller="provisioner").observe(self._timer() - started)
         until = now + nomination_ttl(ctx.settings.batch.max_seconds)
         by_reason: dict[str, int] = {}
-        unschedulable = len(results.errors)
+        errors_ = [e for e in results.errors if not headroom.is_virtual(e.pod)]
+        short = [e for e in results.errors if headroom.is_virtual(e.pod)]
+        unschedulable = len(errors_)
         unschedulable += self._create(snapshot, results.new_claims, now=now, until=until, by_reason=by_reason)
         self._nominate_existing(snapshot, solved, results.existing, now=now, until=until)
-        for error in results.errors:
+        for error in errors_:
             cls = pod_reason(error)
             by_reason[cls] = by_reason.get(cls, 0) + 1
             self._failed_scheduling(error.pod, error.summary(), cls, now)
+        if short:
+            ctx.log.info(
+                "%d headroom pieces found no place (first: %s: %s); trying again in %.0f s",
+                len(short),
+                short[0].pod.name,
+                short[0].summary(),
+                HEADROOM_RETRY_SECONDS,
+            )
         self._set_unschedulable(unschedulable, by_reason)
-        return bool(pending)
+        if needs or self._headroom_seen:
+            self._set_headroom(snapshot, needs)
+        return bool(pending), bool(short)
+
+    def _needs(self, snapshot: Snapshot, now: float) -> tuple[headroom.Need, ...]:
+        """The headroom kept now (warning once per pool and value about an annotation it cannot read)."""
+        pools = snapshot.node_pools
+        if not any(headroom.ANNOTATION in p.meta_annotations for p in pools):
+            return ()
+        for pool in pools:
+            why = headroom.problem(pool)
+            key = (pool.name, pool.meta_annotations.get(headroom.ANNOTATION, ""))
+            if why is not None and key not in self._headroom_warned:
+                if len(self._headroom_warned) < 1024:
+                    self._headroom_warned.add(key)
+                self.ctx.log.warning(
+                    "NodePool %s: %s %r is invalid (%s); the pool keeps no headroom",
+                    pool.name,
+                    headroom.ANNOTATION,
+                    key[1],
+                    why,
+                )
+        return headroom.needs(pools, snapshot.instance_types, now)
+
+    def _set_headroom(self, snapshot: Snapshot, needs: Sequence[headroom.Need]) -> None:
+        """``nodepool_headroom``: asked and free per pool, zone and resource; 0 for label sets gone."""
+        gauge = self.ctx.metrics.nodepool_headroom
+        values: dict[tuple[str, str, str, str], float] = {}
+        for need in needs:
+            zone = need.zone or "all"
+            free = headroom.free(snapshot.nodes, need)
+            for name, asked in need.asked.items():
+                scale = 1000.0 if name == CPU else 1.0
+                values[(need.pool, name, zone, "asked")] = asked / scale
+                values[(need.pool, name, zone, "free")] = free.get(name) / scale
+        self._headroom_seen.update(values)
+        for labels_ in sorted(self._headroom_seen):
+            pool, resource, zone, kind = labels_
+            gauge.labels(nodepool=pool, resource=resource, zone=zone, kind=kind).set(values.get(labels_, 0.0))
 
     def _set_unschedulable(self, count: int, by_reason: dict[str, int]) -> None:
         """Both gauges after a solve; a reason class set before and absent now reads 0."""
@@ -294,51 +426,64 @@ class Provisioner:
         left_out = 0
         for claim in planned:
             pool = ctx.cluster.node_pools.get(claim.node_pool) or pools[claim.node_pool]
+            real = [p for p in claim.pods if not headroom.is_virtual(p)]  # all of them without headroom
+            pieces = len(claim.pods) - len(real)
             used = usage.get(pool.name)
             if used is None:
                 used = limits.pool_usage(pool, current)
             over = _over_limits(pool, used, claim)
             if over:
-                left_out += len(claim.pods)
+                left_out += len(real)
                 reason = (
                     f"nodepool/{pool.name}: would exceed NodePool limit {', '.join(over)} (checked at create)"
                 )
                 ctx.log.info("not creating a NodeClaim for %s: %s", pool.name, reason)
                 cls = reason_class(reason)
-                by_reason[cls] = by_reason.get(cls, 0) + len(claim.pods)
-                for pod in claim.pods:
+                if real:
+                    by_reason[cls] = by_reason.get(cls, 0) + len(real)
+                for pod in real:
                     self._failed_scheduling(pod, reason, cls, now)
                 continue
-            raw = claims.new_claim_object(claim, pool, reason="provisioned")
+            why = "provisioned" if real else "headroom"
+            raw = claims.new_claim_object(claim, pool, reason=why)
             try:
                 created = ctx.kube.create(raw)
             except errors.KubeError as exc:
-                left_out += len(claim.pods)
+                left_out += len(real)
                 ctx.log.warning("creating a NodeClaim for %s failed: %s", pool.name, exc)
                 continue
             usage[pool.name] = used + _largest(claim)  # it may exist even when its answer is unusable
             name = _created_name(created)
             if not name:
-                left_out += len(claim.pods)
+                left_out += len(real)
                 ctx.log.error(
                     "creating a NodeClaim (generateName %s) for NodePool %s: the API server's answer "
                     "has no metadata.name, so its %d pods are left out (tried again with the next "
                     "batch); the answer: %s",
                     raw["metadata"].get("generateName") or raw["metadata"].get("name"),
                     pool.name,
-                    len(claim.pods),
+                    len(real),
                     _shown(created),
                 )
                 continue
             ctx.cluster.nominate(name, until)
-            ctx.metrics.nodeclaims_created.labels(reason="provisioned", nodepool=pool.name).inc()
-            ctx.log.info(
-                "created nodeclaim %s for %d pods (%d instance types)",
-                name,
-                len(claim.pods),
-                len(claim.instance_types),
-            )
-            for pod in claim.pods:
+            ctx.metrics.nodeclaims_created.labels(reason=why, nodepool=pool.name).inc()
+            if pieces:
+                ctx.log.info(
+                    "created nodeclaim %s for %d pods and %d headroom pieces (%d instance types)",
+                    name,
+                    len(real),
+                    pieces,
+                    len(claim.instance_types),
+                )
+            else:
+                ctx.log.info(
+                    "created nodeclaim %s for %d pods (%d instance types)",
+                    name,
+                    len(claim.pods),
+                    len(claim.instance_types),
+                )
+            for pod in real:
                 self._nominate_pod(pod, "nodeclaim", name, now)
         return left_out
 

@@ -15,7 +15,7 @@ from typing import Any
 from karpy import settings as settings_mod
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
-from karpy.model.objects import DaemonSet, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.model.objects import DaemonSet, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget, Rollout
 from karpy.model.resources import EMPTY, Resources
 from karpy.model.taints import Taint
 
@@ -121,6 +121,7 @@ class Snapshot:
     instance_types: Mapping[str, tuple[InstanceType, ...]] = field(default_factory=dict)
     daemonsets: tuple[DaemonSet, ...] = ()
     pdbs: tuple[PodDisruptionBudget, ...] = ()
+    rollouts: tuple[Rollout, ...] = ()  # Deployments' and StatefulSets' rollout status (the rollout guard)
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)

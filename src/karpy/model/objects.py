@@ -6,6 +6,7 @@ Frozen, slotted dataclasses built by :mod:`karpy.api` (from YAML) and by
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from karpy.model.requirements import Requirement, Requirements
@@ -14,6 +15,8 @@ from karpy.model.selectors import LabelSelector
 from karpy.model.taints import Taint, Toleration
 
 __all__ = [
+    "ROLLOUT_GUARD_ANNOTATION",
+    "ROLLOUT_GUARD_SETTLE",
     "SIZING_ANNOTATION",
     "SIZING_USABLE_PRICE",
     "SIZING_VALUES",
@@ -33,10 +36,12 @@ __all__ = [
     "Pod",
     "PodAffinityTerm",
     "PodDisruptionBudget",
+    "Rollout",
     "TopologySpreadConstraint",
     "WeightedPodAffinityTerm",
     "WeightedTerm",
     "Workload",
+    "rollout_guard_settle",
 ]
 
 TERMINAL_PHASES = ("Succeeded", "Failed")  # a pod in one of these has finished (Pod.is_terminal)
@@ -47,6 +52,28 @@ TERMINAL_PHASES = ("Succeeded", "Failed")  # a pod in one of these has finished 
 SIZING_ANNOTATION = "karpy.sh/sizing"
 SIZING_USABLE_PRICE = "usable-price"
 SIZING_VALUES = frozenset({SIZING_USABLE_PRICE})
+
+# NodePool annotation (the NodePool's own metadata) turning the rollout guard on: consolidation
+# leaves alone the nodes holding pods of a Deployment or StatefulSet while its rollout is in
+# progress and for a settle time after it completes (karpy.core.disruption.rollout). The value is
+# the settle time, a duration such as "5m", "90s", "1h30m" or "0s", or "true" for 5m. Absent:
+# off; any other value is warned about and means off.
+ROLLOUT_GUARD_ANNOTATION = "karpy.sh/rollout-guard"
+ROLLOUT_GUARD_SETTLE = 300.0  # seconds: the settle time of "true"
+_GUARD_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def rollout_guard_settle(value: str | None) -> float | None:
+    """The settle time (seconds) a ``karpy.sh/rollout-guard`` value asks for; None: off or invalid."""
+    if value is None:
+        return None
+    if value == "true":
+        return ROLLOUT_GUARD_SETTLE
+    found = _GUARD_DURATION.match(value)
+    if not value or found is None:
+        return None
+    hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    return float(hours * 3600 + minutes * 60 + seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +269,10 @@ class NodePool:
         value = self.meta_annotations.get(SIZING_ANNOTATION, "")
         return value if value in SIZING_VALUES else ""
 
+    def rollout_guard(self) -> float | None:
+        """The pool's ``karpy.sh/rollout-guard`` settle time (seconds); None: the guard is off."""
+        return rollout_guard_settle(self.meta_annotations.get(ROLLOUT_GUARD_ANNOTATION))
+
     def requirement_set(self) -> Requirements:
         """NodePool requirements with the template labels intersected in."""
         return Requirements(self.requirements).union_with(Requirements.from_labels(self.labels))
@@ -317,3 +348,26 @@ class Workload:
     replicas: int
     template: Pod
     uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """A Deployment's or StatefulSet's rollout status: only what the rollout guard reads
+    (:mod:`karpy.core.disruption.rollout`). Built from watch objects by :mod:`karpy.state.rollouts`."""
+
+    kind: str  # Deployment | StatefulSet
+    namespace: str
+    name: str
+    replicas: int = 1  # spec.replicas
+    generation: int = 0  # metadata.generation (0: unknown)
+    observed_generation: int = 0  # status.observedGeneration
+    status_replicas: int = 0  # status.replicas: pods of every revision
+    updated: int = 0  # status.updatedReplicas
+    available: int = 0  # status.availableReplicas (a StatefulSet without it: readyReplicas)
+    paused: bool = False  # spec.paused (Deployment)
+    progress_deadline: float = 600.0  # spec.progressDeadlineSeconds (Deployment)
+    progress_status: str = ""  # the Progressing condition's status ("": no such condition)
+    progress_reason: str = ""
+    progress_updated: float | None = None  # its lastUpdateTime
+    current_revision: str = ""  # status.currentRevision (StatefulSet)
+    update_revision: str = ""  # status.updateRevision (StatefulSet)

@@ -45,6 +45,8 @@ NODE_CLASS_KINDS: dict[str, str] = {"kwok": "KWOKNodeClass", "aws": "EC2NodeClas
 # What an optional kind's missing cache means for the decisions (logged while it is missing).
 _OPTIONAL_EFFECTS = {
     "Namespace": "pod-affinity namespaceSelector terms see no namespaces (only the namespaces they list)",
+    "Deployment": "the rollout guard sees no Deployment rollouts",
+    "StatefulSet": "the rollout guard sees no StatefulSet rollouts",
 }
 WAIT_REPORT_AFTER = 10.0  # seconds after start before the log names the missing caches
 WAIT_REPORT_EVERY = 60.0  # then at most this often while a required cache is missing

@@ -50,6 +50,7 @@ from karpy.adapters.kube import client as kube_client
 from karpy.adapters.kube import errors as kube_errors
 from karpy.adapters.kube import events as kube_events
 from karpy.adapters.kube import leader as kube_leader
+from karpy.adapters.kube import measured_store
 from karpy.adapters.kube import watch as kube_watch
 from karpy.api import encode
 from karpy.controllers import claims, nodepool_status
@@ -110,6 +111,7 @@ class OperatorConfig:
     watch_read_timeout: float = 60.0
     registration_delay: float = 0.0
     disruption: bool = True
+    strict: bool = False  # --strict: a NodePool or NodeClass with an unknown field fails validation
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
     aws: AWSSettings | None = None  # --provider aws
     aws_clients: Any = None  # tests: boto3 clients of their own (else boto3's standard chain)
@@ -265,12 +267,15 @@ class Operator:
             )
             self.kube.write_guard = self.is_leader
         self.events = kube_events.KubeEvents(self.kube, instance=cfg.identity, may_write=self.is_leader)
-        self.feed = Feed(self.cluster, on_problem=self._on_problem)
+        self.feed = Feed(self.cluster, on_problem=self._on_problem, strict=cfg.strict)
         self.kube.watch(self.feed)
         self.ctx = Context(
             self.cluster, self.kube, provider, clock, self.events, cfg.settings, self.metrics, log
         )
         self.controllers = wiring.build(self.ctx, self.loop, self.feed, disruption_enabled=cfg.disruption)
+        measured = self.controllers.measured_capacity
+        if measured is not None:  # --measured-capacity: kept in a ConfigMap in karpy's namespace
+            measured.store = measured_store.ConfigMapStore(self.kube, cfg.lease_namespace)
         for task in self.loop.tasks.values():
             task.fn = self._guarded(task.name, task.fn)
         if self.aws is not None:

@@ -3,7 +3,9 @@ the simulator call only this, so both run the very same controllers.
 
 Task priorities make one instant deterministic: lifecycle and termination first (they
 move objects along), then provisioning, status, expiration, disruption and its queue, and
-last the cloud drift check (added last so the others keep their priorities).
+last the cloud drift check (added last so the others keep their priorities). With
+``Settings.features.measured_capacity`` the measured-capacity controller runs right after the
+lifecycle (it corrects the claims a launch just hydrated before provisioning packs onto them).
 Feed listeners wake the controllers an event concerns: a provisionable pod wakes
 provisioning, a Node or NodeClaim change wakes the lifecycle and termination, pod changes
 wake termination and status, and the changes upstream's consolidation state counts (see
@@ -24,6 +26,7 @@ from karpy.controllers import (
     disruption,
     expiration,
     lifecycle,
+    measured_capacity,
     nodeclaim_status,
     nodepool_status,
     orchestration,
@@ -54,12 +57,14 @@ class Controllers:
     nodepool_status: nodepool_status.NodePoolStatus
     cloud_drift: cloud_drift.CloudDrift
     scheduler_consistency: scheduler_consistency.SchedulerConsistency
+    measured_capacity: measured_capacity.MeasuredCapacity | None = None  # Settings.features.measured_capacity
 
     def all(self) -> list[object]:
         """The controllers with a loop task, in priority order (the event-driven scheduler
         consistency check is not among them)."""
         return [
             self.lifecycle,
+            *([self.measured_capacity] if self.measured_capacity is not None else []),
             self.termination,
             self.provisioner,
             self.status,
@@ -96,6 +101,9 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
         nodepool_status=nodepool_status.NodePoolStatus(ctx),
         cloud_drift=cloud_drift.CloudDrift(ctx),
         scheduler_consistency=scheduler_consistency.SchedulerConsistency(ctx),
+        measured_capacity=(
+            measured_capacity.MeasuredCapacity(ctx) if ctx.settings.features.measured_capacity else None
+        ),
     )
     controllers.provisioner.nomination_listeners.append(controllers.scheduler_consistency.nominated)
     for priority, controller in enumerate(controllers.all()):
@@ -125,6 +133,8 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
             controllers.disruption.mark_dirty()
         if controllers.cloud_drift.on_event(event):
             wake(controllers.cloud_drift.name)
+        if controllers.measured_capacity is not None and controllers.measured_capacity.on_event(event):
+            wake(controllers.measured_capacity.name)
         controllers.scheduler_consistency.on_event(event)
 
     feed.listeners.append(on_event)

@@ -11,6 +11,10 @@ Cluster Autoscaler model (an ASG launching one instance of a given type in a giv
   the offering as unavailable for 3 minutes, as upstream does.
 - **Billing**: every launched instance gets a :class:`BillingRecord` (price from the catalog
   offering, from launch until termination); :meth:`SimCloud.cost` bills per second.
+- **True allocatable** (:class:`TrueAllocatable`, the scenario's ``cloud.trueAllocatable``): the
+  Nodes the cloud writes (karpy's and the Cluster Autoscaler model's) register with capacity and
+  allocatable off the catalog's by an offset per resource, while NodeClaims keep the catalog's
+  estimate: how a wrong VM memory overhead or reserve looks to the scheduler. None: the catalog's.
 - **Spot interruptions**: each spot instance draws its interruption time from an exponential
   distribution (a Poisson process of ``spot_interruption_rate_per_node_hour``). When it comes,
   the instance is gone: the Node turns NotReady and is deleted (karpy's termination and
@@ -24,17 +28,20 @@ Randomness comes only from the injected ``rng``; used by :mod:`karpy.sim.runner`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from karpy.api import encode
 from karpy.model import errors
 from karpy.model import labels as wk
 from karpy.model.catalog import InstanceType, Offering
 from karpy.model.nodeclass import NodeClass
 from karpy.model.objects import Condition, Node, NodeClaim, NodePool
+from karpy.model.resources import CPU, Resources
 from karpy.model.taints import Taint
 from karpy.ports import Clock, CloudProvider, KubeAPI
 from karpy.providers import kwok
@@ -46,7 +53,9 @@ __all__ = [
     "Insufficient",
     "Interruption",
     "LaunchLatency",
+    "Offset",
     "SimCloud",
+    "TrueAllocatable",
 ]
 
 CAPACITY_LABEL = "eks.amazonaws.com/capacityType"  # what an EKS node group's nodes carry
@@ -97,6 +106,45 @@ class Insufficient:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Offset:
+    """How far a resource of a registered Node is off the catalog's: ``percent`` of the catalog's
+    allocatable (rounded down, to whole MiB for bytes), else ``amount`` (cpu in millicores)."""
+
+    percent: float | None = None
+    amount: int = 0
+
+    def delta(self, resource: str, allocatable: int) -> int:
+        if self.percent is None:
+            return self.amount
+        value = allocatable * self.percent / 100.0
+        unit = 1 if resource == CPU or resource == "pods" else 2**20
+        return math.floor(value / unit) * unit
+
+
+@dataclass(frozen=True, slots=True)
+class TrueAllocatable:
+    """What launched Nodes really register with: per resource an :class:`Offset` from the catalog,
+    applied to capacity and allocatable alike (never below 0); ``instance_types`` gives a type
+    offsets of its own instead."""
+
+    offsets: Mapping[str, Offset] = field(default_factory=dict)
+    instance_types: Mapping[str, Mapping[str, Offset]] = field(default_factory=dict)
+
+    def apply(self, node: Node) -> Node:
+        """``node`` with the true capacity and allocatable of its instance type."""
+        offsets = self.instance_types.get(node.labels.get(wk.INSTANCE_TYPE, ""), self.offsets)
+        capacity, allocatable = dict(node.capacity.items()), dict(node.allocatable.items())
+        for resource in sorted(offsets):
+            if resource not in allocatable:
+                continue
+            delta = offsets[resource].delta(resource, allocatable[resource])
+            allocatable[resource] = max(0, allocatable[resource] + delta)
+            if resource in capacity:
+                capacity[resource] = max(0, capacity[resource] + delta)
+        return dataclasses.replace(node, capacity=Resources(capacity), allocatable=Resources(allocatable))
+
+
 @dataclass(slots=True)
 class BillingRecord:
     node: str
@@ -142,6 +190,7 @@ class SimCloud(kwok.KwokCloudProvider):
         insufficient: Iterable[IceWindow] = (),
         spot_interruption_rate_per_node_hour: float = 0.0,
         on_interrupt: OnInterrupt | None = None,
+        true_allocatable: TrueAllocatable | None = None,
     ) -> None:
         super().__init__(kube, clock, types_for=types_for, node_class_for=node_class_for, loop=loop)
         self._sim_loop = loop
@@ -150,6 +199,8 @@ class SimCloud(kwok.KwokCloudProvider):
         self.insufficient = [w if isinstance(w, Insufficient) else Insufficient(*w) for w in insufficient]
         self.spot_rate = spot_interruption_rate_per_node_hour
         self.on_interrupt = on_interrupt
+        self.true_allocatable = true_allocatable
+        self._true: set[str] = set()  # providerIDs whose Node got its true capacity
         self.billing: list[BillingRecord] = []
         self.interruptions: list[Interruption] = []
         self.ice_errors = 0
@@ -188,6 +239,8 @@ class SimCloud(kwok.KwokCloudProvider):
             self.ice_errors += 1
             raise
         node = hydrated.provider_id[len(kwok.PROVIDER_PREFIX) :]
+        if self._batch is None:
+            self._written_at_once(hydrated)
         it_name = hydrated.labels.get(wk.INSTANCE_TYPE, "")
         zone = hydrated.labels.get(wk.ZONE, "")
         capacity_type = hydrated.labels.get(wk.CAPACITY_TYPE, "")
@@ -195,6 +248,36 @@ class SimCloud(kwok.KwokCloudProvider):
         offering = _offering(types, it_name, zone, capacity_type, available_only=False)
         self._bill(node, it_name, zone, capacity_type, offering.price if offering is not None else 0.0)
         return hydrated
+
+    def create_batch(self, claims: Sequence[NodeClaim]) -> list[NodeClaim | errors.CloudError]:
+        results = super().create_batch(claims)
+        for result in results:
+            if isinstance(result, NodeClaim):
+                self._written_at_once(result)
+        return results
+
+    def _written_at_once(self, hydrated: NodeClaim) -> None:
+        """A Node written without a registration delay gets its true capacity now (a delayed one
+        gets it in ``_write``; an adopted one has it already)."""
+        provider_id = hydrated.provider_id
+        if self.true_allocatable is None or provider_id in self._pending or provider_id in self._true:
+            return
+        self._true.add(provider_id)
+        node = self.true_allocatable.apply(
+            Node("", labels=hydrated.labels, capacity=hydrated.capacity, allocatable=hydrated.allocatable)
+        )
+        status = {
+            "capacity": encode.resources(node.capacity),
+            "allocatable": encode.resources(node.allocatable),
+        }
+        with contextlib.suppress(errors.NotFound):
+            self._kube.patch("Node", provider_id[len(kwok.PROVIDER_PREFIX) :], {"status": status})
+
+    def _write(self, node: Node) -> None:
+        if self.true_allocatable is not None:
+            self._true.add(node.provider_id)
+            node = self.true_allocatable.apply(node)
+        super()._write(node)
 
     def delete(self, claim: NodeClaim) -> None:
         try:

@@ -43,6 +43,7 @@ from karpy.runtime.loop import Loop, LoopClock
 from karpy.sim import adopt, ca, consistency, predicates, trace
 from karpy.sim import binder as binder_mod
 from karpy.sim import metrics as sim_metrics
+from karpy.sim import misfits as misfits_mod
 from karpy.sim.cloud import BillingRecord, Interruption, SimCloud
 from karpy.sim.scenario import PodStartup, Scenario
 from karpy.sim.snapshot_pods import SnapshotPods
@@ -324,7 +325,8 @@ def run(
         pricing=settings_mod.PricingSettings(
             spot_price_ratio=scenario.pricing.spot_ratio,
             on_demand_discount=scenario.pricing.on_demand_discount,
-        )
+        ),
+        features=settings_mod.FeatureGates(measured_capacity=scenario.measured_capacity),
     )
     types = _Types(scenario.catalog, settings, scenario.pricing.prices)
     base = types.catalog(None)
@@ -345,6 +347,7 @@ def run(
         launch_latency=scenario.cloud.launch_latency,
         insufficient=scenario.ice_windows(),
         spot_interruption_rate_per_node_hour=scenario.cloud.spot_interruptions_per_node_hour,
+        true_allocatable=scenario.cloud.true_allocatable,
     )
     holder.append(cloud)
     events = RecordingEvents()
@@ -357,7 +360,9 @@ def run(
     if mode == KARPY:
         for obj in scenario.node_pools:
             kube.create(copy.deepcopy(obj))
-        check: consistency.Counts | None = wiring.build(ctx, loop, feed).scheduler_consistency
+        built = wiring.build(ctx, loop, feed)
+        check: consistency.Counts | None = built.scheduler_consistency
+        misfits = misfits_mod.watch(scenario, built, feed)
         disruptions = lambda: sim_metrics.karpy_disruptions(metrics)  # noqa: E731
     else:
         assert scenario.baseline is not None
@@ -367,6 +372,7 @@ def run(
         )
         disruptions = lambda: _ca_disruptions(autoscaler)  # noqa: E731
         check = None  # CA nominates nothing
+        misfits = None
     binder = binder_mod.Binder(kube, cluster, clock, scoring=scoring or scenario.scoring)
     loop.add(binder.name, lambda: binder.reconcile().requeue_after, priority=20)
     startup = _Startup(scenario.cloud.pod_startup, clock)
@@ -405,6 +411,8 @@ def run(
         if initial is not None:
             figures["initial_state"] = initial.figures()
         figures[consistency.KEY] = None if check is None else consistency.figures(check)
+        if misfits is not None:
+            figures[misfits_mod.KEY] = misfits()
         log = [(e.time, e.kind, e.name, e.reason) for e in events.events]
     return RunResult(
         mode,

@@ -18,7 +18,9 @@ garbage-collection controllers and the kubelet would:
 - pods that were evicted or deleted are replaced; pods bound to a Node that no longer
   exists are deleted and replaced;
 - a bound pod becomes Running and Ready ``ready_after`` seconds after its binding
-  (a number, or ``ready_after(pod_raw, node_raw) -> seconds`` for image pulls).
+  (a number, or ``ready_after(pod_raw, node_raw) -> seconds`` for image pulls);
+- a Deployment's API object carries the status the Deployment controller would write, after
+  each sync (:mod:`karpy.sim.deployment_status`).
 
 ``reconcile()`` is a loop task (registered on construction, woken by watch events). It syncs
 only the workloads whose desired state or pods' status changed since their last sync began
@@ -49,7 +51,7 @@ from karpy.model import errors
 from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, KubeAPI, RawObject, WatchEvent
 from karpy.runtime.loop import Loop
-from karpy.sim import replicaset_order
+from karpy.sim import deployment_status, replicaset_order
 
 __all__ = ["DEFAULT_STRATEGY", "PodStart", "StartupDelay", "WorkloadStatus", "Workloads", "template_hash"]
 
@@ -170,6 +172,7 @@ class _Workload:
     active: int = 0
     new: int = 0
     ready: int = 0
+    status: deployment_status.Publisher | None = None  # the Deployment's API object
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -277,6 +280,8 @@ class Workloads:
         del self._workloads[(DEPLOYMENT, namespace, name)]
         for pod in sorted(wl.pods.values(), key=lambda p: p.name):
             self._delete(wl, pod)
+        if wl.status is not None:
+            wl.status.delete()
 
     def run_job(
         self,
@@ -336,6 +341,7 @@ class Workloads:
             self._dirty.discard(key)  # (what the sync itself changes marks it again)
             if wl.kind == DEPLOYMENT:
                 self._sync_deployment(wl)
+                self._publish(wl)
             else:
                 self._sync_job(wl)
         return Result(None)
@@ -395,6 +401,15 @@ class Workloads:
             elif ready - 1 >= floor:
                 self._delete(wl, pod)
                 ready -= 1
+
+    def _publish(self, wl: _Workload) -> None:
+        """The Deployment's API object, after a sync (:mod:`karpy.sim.deployment_status`)."""
+        if wl.status is None:
+            wl.status = deployment_status.Publisher(self._kube, wl.namespace, wl.name)
+        c = self._counts(wl)
+        wl.status.publish(
+            self._clock.now(), replicas=wl.replicas, active=c.active, updated=c.new, ready=c.ready
+        )
 
     def _sync_job(self, wl: _Workload) -> None:
         if wl.completed is not None:

@@ -21,7 +21,7 @@ nodeName, or deletion marks changed; and O(1)
 when nothing that it reads changed. It hands back the *same* ``StateNode`` object for a
 node whose Node, NodeClaim, pods, deletion mark and nomination are unchanged (callers
 cache by identity). :meth:`Cluster.snapshot` reuses its sorted tuples of pods, pods
-without a node, NodePools, DaemonSets and PDBs while those dicts are unchanged.
+without a node, NodePools, DaemonSets, PDBs and rollouts while those dicts are unchanged.
 How the StateNodes are built and kept is in :mod:`karpy.state.statenodes` (a base class
 of ``Cluster``).
 """
@@ -38,7 +38,17 @@ from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
-from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.model.objects import (
+    DaemonSet,
+    Namespace,
+    Node,
+    NodeClaim,
+    NodePool,
+    Pod,
+    PodDisruptionBudget,
+    Rollout,
+)
+from karpy.state import rollouts as rollouts_mod
 from karpy.state import statenodes
 from karpy.state.events import DELETED, ObjectEvent, Watched
 from karpy.state.statenodes import deletion_marked, replaced
@@ -63,6 +73,7 @@ class Cluster(statenodes.StateNodeCache):
     daemonsets: dict[str, DaemonSet] = field(default_factory=dict)
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    rollouts: dict[str, Rollout] = field(default_factory=dict)  # Kind/namespace/name -> its rollout status
     marked_for_deletion: set[str] = field(default_factory=set)
     nominations: dict[str, float] = field(default_factory=dict)  # node or claim name -> nominated until
 
@@ -134,7 +145,7 @@ class Cluster(statenodes.StateNodeCache):
 
     def store_version(self, store: str) -> int:
         """Bumped on every change to one store: ``pods``, ``nodes``, ``claims``, ``node_pools``,
-        ``node_classes``, ``daemonsets``, ``pdbs``, ``namespaces``, ``nominations`` or
+        ``node_classes``, ``daemonsets``, ``pdbs``, ``namespaces``, ``rollouts``, ``nominations`` or
         ``marked_for_deletion``."""
         return self._store_versions.get(store, 0)
 
@@ -168,6 +179,9 @@ class Cluster(statenodes.StateNodeCache):
             self._put("pdbs", self.pdbs, f"{obj.namespace}/{obj.name}", obj, deleted)
         elif isinstance(obj, Namespace):
             self._put("namespaces", self.namespaces, obj.name, obj.labels, deleted)
+        elif isinstance(obj, Rollout):
+            key = rollouts_mod.key(obj.kind, obj.namespace, obj.name)
+            self._put("rollouts", self.rollouts, key, obj, deleted)
         else:  # pragma: no cover - the Watched union is closed
             raise TypeError(f"cannot apply {type(obj).__name__}")
 
@@ -176,13 +190,16 @@ class Cluster(statenodes.StateNodeCache):
             self.apply(event)
 
     def stored(self, kind: str, namespace: str, name: str) -> Watched | None:
-        """The object the state holds for ``kind`` (a kind of the Watched union) named ``name`` (in
-        ``namespace`` for a Pod, DaemonSet or PDB), or None."""
+        """The object the state holds for ``kind`` (a kind of the Watched union; Deployment or
+        StatefulSet for a Rollout) named ``name`` (in ``namespace`` for a Pod, DaemonSet, PDB,
+        Deployment or StatefulSet), or None."""
         if kind == "Namespace":
             found = self.namespaces.get(name)
             return None if found is None else Namespace(name, found)
         if kind in ("EC2NodeClass", "KWOKNodeClass"):
             return self.node_classes.get((kind, name))
+        if kind in rollouts_mod.KINDS:
+            return self.rollouts.get(rollouts_mod.key(kind, namespace, name))
         namespaced: dict[str, dict[str, Any]] = {
             "Pod": self.pods,
             "DaemonSet": self.daemonsets,
@@ -508,6 +525,7 @@ class Cluster(statenodes.StateNodeCache):
             instance_types={p.name: self._pool_types(p) for p in pools},
             daemonsets=self._sorted_values("daemonsets", self.daemonsets),
             pdbs=self._sorted_values("pdbs", self.pdbs),
+            rollouts=self._sorted_values("rollouts", self.rollouts),
             unbound=self._sorted_values("pods", self._unbound, "unbound"),  # (a part of pods)
             namespaces=dict(self.namespaces),
             well_known=self.well_known,

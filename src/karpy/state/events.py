@@ -9,7 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass
-from karpy.model.objects import DaemonSet, Namespace, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget
+from karpy.model.objects import (
+    DaemonSet,
+    Namespace,
+    Node,
+    NodeClaim,
+    NodePool,
+    Pod,
+    PodDisruptionBudget,
+    Rollout,
+)
 
 __all__ = ["ADDED", "DELETED", "MODIFIED", "Namespace", "ObjectEvent", "Watched"]
 
@@ -28,6 +37,7 @@ Watched = (
     | EC2NodeClass
     | KWOKNodeClass
     | Namespace
+    | Rollout
 )
 
 

@@ -55,6 +55,7 @@ RESOURCES: dict[str, Resource] = {
         Resource("Node", "", "v1", "nodes", False, True),
         Resource("Namespace", "", "v1", "namespaces", False, False),
         Resource("Service", "", "v1", "services", True, True),
+        Resource("ConfigMap", "", "v1", "configmaps", True, False),
         Resource("NodeClaim", "karpenter.sh", "v1", "nodeclaims", False, True),
         Resource("NodePool", "karpenter.sh", "v1", "nodepools", False, True),
         Resource("EC2NodeClass", "karpenter.k8s.aws", "v1", "ec2nodeclasses", False, True),

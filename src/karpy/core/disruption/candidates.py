@@ -21,6 +21,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from karpy.core.disruption import headroom_guard
 from karpy.core.disruption import pdbs as pdbs_mod
 from karpy.core.disruption.types import Candidate
 from karpy.core.snapshot import StateNode
@@ -326,6 +327,8 @@ def build_classes(
         if not blocked:
             graceful.append(candidate)
         eventual.append(candidate)
+    # karpy.sh/headroom: the empty nodes an open headroom needs stay
+    graceful = headroom_guard.keep(nodes, graceful, graceful_why, pools, instance_types, now)
     return Classes(graceful, graceful_why, eventual, eventual_why)
 
 

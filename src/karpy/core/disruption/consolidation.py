@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from karpy.core import scheduling
 from karpy.core.disruption import candidates as cand_mod
-from karpy.core.disruption import room, verdicts
+from karpy.core.disruption import headroom_guard, room, verdicts
 from karpy.core.disruption.types import MULTI_NODE, SINGLE_NODE, UNDERUTILIZED, Candidate, Command
 from karpy.core.scheduling.cache import ObjectMemo, by_identity, domain_key_of
 from karpy.core.scheduling.caches import SchedulingCaches
@@ -114,13 +114,14 @@ def simulate(
         )
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
-    pods = [p for group in groups for p in group]
+    kept = headroom_guard.pods(snapshot) if consolidation else []  # an open karpy.sh/headroom's pieces
+    pods = [p for group in groups for p in group] + kept
     results = scheduling.solve(
         snapshot, pods, consolidation=consolidation, stop=when, without=frozenset(names), caches=caches
     )
     if results.stopped:
         return Simulation(results, ())
-    moved = [p for c in chosen for p in c.reschedulable]
+    moved = [p for c in chosen for p in c.reschedulable] + kept  # pieces too need initialized room
     errors = {e.pod.key: e for e in results.errors}
     stranded = [f"{p.key}: {errors[p.key].summary()}" for p in moved if p.key in errors]
     by_name = {n.name: n for n in snapshot.nodes if n.name not in names}
@@ -324,9 +325,13 @@ def compute(
         snapshot,
         chosen,
         all_candidates,
-        method,
+        method + headroom_guard.key(snapshot),
         EARLY_STOP,
-        lambda: _compute(snapshot, chosen, all_candidates=all_candidates, method=method, caches=shared),
+        lambda: headroom_guard.explain(
+            snapshot,
+            chosen,
+            _compute(snapshot, chosen, all_candidates=all_candidates, method=method, caches=shared),
+        ),
         shared,
     )
 

@@ -4,11 +4,12 @@ A pass is a pure function of the snapshot's objects and ``now``. Its ``now`` ent
 few thresholds only: a NodeClaim's expiry, the end of its consolidateAfter window (candidates,
 emptiness, and the nodes a consolidation solve keeps running pods off), a pod's
 ``karpenter.sh/do-not-disrupt`` duration, a NodePool's stabilization window, a budget's cron
-window, and a Drifted condition's time (the order of drifted nodes). :func:`next_change` is the
-first of those after ``now``: over the same objects, a pass at any time in ``[now, next_change)``
-decides what the pass at ``now`` decided. :func:`state_ids` is the identity key of those
-objects (plus consolidation's switch), for memos that keep the snapshot
-alive so the ids stay valid.
+window, a rollout guard's settle time or progress deadline
+(:func:`~karpy.core.disruption.rollout.moments`), and a Drifted condition's time (the order of
+drifted nodes). :func:`next_change` is the first of those after ``now``: over the same objects,
+a pass at any time in ``[now, next_change)`` decides what the pass at ``now`` decided.
+:func:`state_ids` is the identity key of those objects (plus consolidation's switch), for memos
+that keep the snapshot alive so the ids stay valid.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ import bisect
 import math
 from collections.abc import Sequence
 
-from karpy.core import lifecycle
-from karpy.core.disruption import budgets, candidates
+from karpy.core import headroom, lifecycle
+from karpy.core.disruption import budgets, candidates, rollout
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.objects import NodePool
@@ -37,7 +38,7 @@ STABILIZATION = "karpy.sh/consolidation-stabilization"
 
 
 def state_ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
-    """The identities of every node, pod, NodePool, instance-type tuple, DaemonSet and PDB.
+    """The identities of every node, pod, NodePool, instance-type tuple, DaemonSet, PDB and rollout.
 
     The pods (tens of thousands) are named by their tuple's identity: a tuple is immutable, so
     the same tuple holds the same pods (another tuple of the same pods only compares unequal,
@@ -50,6 +51,7 @@ def state_ids(snapshot: Snapshot, early_stop: bool) -> tuple[object, ...]:
         tuple((name, id(its)) for name, its in snapshot.instance_types.items()),
         tuple(map(id, snapshot.daemonsets)),
         tuple(map(id, snapshot.pdbs)),
+        tuple(map(id, snapshot.rollouts)),
         *switches(early_stop),
     )
 
@@ -88,6 +90,9 @@ def next_change(snapshot: Snapshot, now: float) -> float:
                 continue  # an invalid budget fails closed at every time
             at(budgets.active_until(budget, now))
         at(stabilization_end(pool, snapshot.nodes))
+    for moment in rollout.moments(snapshot):  # karpy.sh/rollout-guard
+        at(moment)
+    at(headroom.next_edge(snapshot.node_pools, now))
     return soonest
 
 

@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 
 from karpy.core import lifecycle
-from karpy.core.disruption import budgets, consolidation, drift, horizon
+from karpy.core.disruption import budgets, consolidation, drift, horizon, rollout
 from karpy.core.disruption import candidates as cand_mod
 from karpy.core.disruption.memo import LastPass, Memo
 from karpy.core.disruption.types import (
@@ -65,6 +65,7 @@ class Pass:
         self.allowed: dict[str, dict[str, int]] = {}
         self.budget_why: dict[tuple[str, str], str] = {}
         self.stabilizing: dict[str, bool] = {}
+        self.rollout_guard = rollout.Guard(snapshot, now, self.pools)  # karpy.sh/rollout-guard
 
     def note(self, node: str, text: str) -> None:
         self.notes.setdefault(node, []).append(text)
@@ -204,7 +205,8 @@ class Pass:
             return "not consolidatable yet: consolidateAfter has not elapsed"
         if self._stabilizing(c.pool):
             return f"not consolidatable: {_STABILIZATION} window after recent pod changes"
-        return None
+        guarded = self.rollout_guard(c.node, c.pool)
+        return f"not consolidatable: {guarded}" if guarded else None
 
     def _stabilizing(self, pool: NodePool) -> bool:
         found = self.stabilizing.get(pool.name)

@@ -75,9 +75,11 @@ _TABLE = """
 !consolidate-after | not consolidatable yet: consolidateAfter
 !policy | not consolidatable: consolidationPolicy
 !stabilization | not consolidatable: karpy.sh/consolidation-stabilization
+!rollout-guard | not consolidatable: rollout of
 !not-initialized | not initialized
 !not-registered | NodeClaim has not registered a Node
 !nominated | nominated for pending pods
+!headroom | headroom:
 expired | expired
 drifted | drifted
 empty | empty: left to emptiness
