@@ -10,7 +10,7 @@ NATIVE ?= 1
 NATIVE_SOURCES := $(shell find src/karpy/model src/karpy/core -name '*.py') src/karpy/native.py scripts/build_native.py
 NATIVE_STAMP := $(if $(filter 1,$(NATIVE)),src/karpy/native.json,)
 
-.PHONY: demo test lint unit conformance bench venv native clean
+.PHONY: demo test lint unit conformance bench venv native clean lock image
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,8 +49,30 @@ conformance: $(STAMP) $(NATIVE_STAMP)
 test: lint unit conformance
 
 bench: $(STAMP) $(NATIVE_STAMP)
+	$(BIN)/python benchmarks/startup.py --runs 5
 	$(BIN)/python benchmarks/scheduling.py --table --runs 5
 	$(BIN)/python benchmarks/simulation.py --table
+
+# requirements.lock: the image's dependencies (pyproject's, and the build's setuptools and wheel)
+# pinned with hashes, resolved for CPython 3.11 on Linux (the image's Python). pip-tools runs from
+# its own venv under build/, so the dev venv is untouched. Commit the result.
+LOCK_PYTHON ?= python3.11
+LOCK_TOOLS := build/lock-tools
+lock:
+	test -x $(LOCK_TOOLS)/bin/pip-compile || { $(LOCK_PYTHON) -m venv $(LOCK_TOOLS) && \
+		$(LOCK_TOOLS)/bin/python -m pip install --quiet 'pip-tools>=7.4,<8'; }
+	$(LOCK_TOOLS)/bin/pip-compile --quiet --upgrade --strip-extras --generate-hashes --allow-unsafe \
+		--all-build-deps --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
+		--custom-compile-command "make lock" \
+		--output-file requirements.lock pyproject.toml
+
+# The operator image (Dockerfile: a pinned python:3.11 patch release, requirements.lock with
+# hashes). Needs a running container engine; IMAGE=... names it.
+IMAGE ?= karpy:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	@command -v docker >/dev/null || { echo "make image: no docker client here" >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make image: no container engine runs here (docker info fails); build on a machine where one does" >&2; exit 1; }
+	docker build -t $(IMAGE) .
 
 clean:
 	-test -x $(BIN)/python && $(BIN)/python scripts/build_native.py --clean

@@ -3,9 +3,11 @@
 For each scenario file it builds a :class:`~karpy.state.cluster.Cluster` from the
 scenario's NodePools, existing nodes, DaemonSets and pods, runs ONE provisioning pass
 (:func:`karpy.core.scheduling.solve`), launches every new NodeClaim with the launch rule,
-binds pods and checks ``expect``. Scenarios of a kind not implemented yet are skipped;
-scenarios listed in the disputed file are reported ``DISPUTED`` and never counted as
-passed. Called by ``karpy conformance`` and the pytest wrapper.
+binds pods and checks ``expect``. A scenario holds no NodeClasses: its NodePools are used as if
+their NodeClass were there (``karpy plan --assume-nodeclasses``), and its objects are read as an
+API server would serve them (no name or unknown-field checks). Scenarios of a kind not
+implemented yet are skipped; scenarios listed in the disputed file are reported ``DISPUTED`` and
+never counted as passed. Called by ``karpy conformance`` and the pytest wrapper.
 """
 
 from __future__ import annotations

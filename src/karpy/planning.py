@@ -5,6 +5,13 @@ Builds a :class:`~karpy.state.cluster.Cluster` from what :mod:`karpy.api.load` r
 expanded to pending pods, PDBs, Namespaces), then either runs
 :func:`karpy.core.scheduling.solve` and the launch rule (``karpy plan``) or one pass of
 :func:`karpy.core.disruption.compute` (``karpy disrupt``).
+
+As upstream's provisioner launches only from NodePools whose NodeClass is ready, a plan leaves
+out each NodePool whose ``nodeClassRef`` names a NodeClass not in the input
+(:func:`missing_node_classes`: ``NodeClass EC2NodeClass/foo not found``): it gets no NodeClaims,
+:attr:`Plan.skipped_pools` says why and so does each unschedulable pod's reasons
+(``nodepool/<name>``). ``assume_node_classes`` (``--assume-nodeclasses``, for NodePools planned
+alone) plans them as if their NodeClass were there (the catalog's defaults).
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ __all__ = [
     "cost_ratio",
     "disrupt",
     "make_plan",
+    "missing_node_classes",
     "plan_snapshot",
+    "with_skipped_pools",
 ]
 
 PACKINGS = ("faithful", "optimized")
@@ -50,6 +59,7 @@ class Plan:
     faithful_cost: float | None = None  # with packing optimized: what the faithful plan costs
     repacked: repack.Repacked | None = None
     bound: bound_mod.Bound | None = None  # with --bound: the LP lower bound for the placed pods
+    skipped_pools: tuple[tuple[str, str], ...] = ()  # (NodePool, why it launches nothing), by name
 
     @property
     def hourly_cost(self) -> float:
@@ -75,18 +85,35 @@ class _Types(catalog_mod.PerNodeClass):
         return self.catalog(node_class).instance_types
 
 
+def missing_node_classes(loaded: api_load.Loaded) -> dict[str, str]:
+    """NodePool name -> why it cannot launch (``NodeClass EC2NodeClass/foo not found``), for each
+    NodePool whose ``nodeClassRef`` names a NodeClass ``loaded`` does not hold."""
+    classes: list[NodeClass] = [*loaded.ec2_node_classes, *loaded.kwok_node_classes]
+    present = {(nc.kind, nc.name) for nc in classes}
+    out: dict[str, str] = {}
+    for pool in loaded.node_pools:
+        ref = pool.node_class_ref
+        if ref is None:
+            out[pool.name] = "no nodeClassRef"
+        elif (ref.kind, ref.name) not in present:
+            out[pool.name] = f"NodeClass {ref.kind}/{ref.name} not found"
+    return dict(sorted(out.items()))
+
+
 def build_cluster(
     loaded: api_load.Loaded,
     *,
     catalog_spec: str,
     settings: settings_mod.Settings,
     prices: dict[Any, float] | None = None,
+    without_pools: frozenset[str] = frozenset(),
 ) -> tuple[Cluster, Catalog]:
+    """The cluster state of ``loaded`` (less the NodePools named in ``without_pools``)."""
     types = _Types(catalog_spec, pricing=settings.pricing, prices_override=prices)
     base = types.catalog(None)
     cluster = Cluster(types, settings=settings, well_known=base.well_known)
     objects: list[Any] = [
-        *loaded.node_pools,
+        *(p for p in loaded.node_pools if p.name not in without_pools),
         *loaded.ec2_node_classes,
         *loaded.kwok_node_classes,
         *loaded.nodes,
@@ -109,11 +136,16 @@ def make_plan(
     prices: dict[Any, float] | None = None,
     bound: bool = False,
     packing: str | None = None,
+    assume_node_classes: bool = False,
 ) -> Plan:
-    """Plan for the pending pods in ``loaded``; ``packing`` defaults to the settings' (faithful)."""
+    """Plan for the pending pods in ``loaded``; ``packing`` defaults to the settings' (faithful).
+    A NodePool whose NodeClass is not in ``loaded`` launches nothing unless ``assume_node_classes``."""
     settings = settings or settings_mod.Settings()
-    cluster, base = build_cluster(loaded, catalog_spec=catalog_spec, settings=settings, prices=prices)
-    return plan_snapshot(
+    skipped = {} if assume_node_classes else missing_node_classes(loaded)
+    cluster, base = build_cluster(
+        loaded, catalog_spec=catalog_spec, settings=settings, prices=prices, without_pools=frozenset(skipped)
+    )
+    plan = plan_snapshot(
         cluster.snapshot(0.0),
         catalog=base.name,
         catalog_order=[it.name for it in base.instance_types],
@@ -121,6 +153,19 @@ def make_plan(
         bound=bound,
         packing=packing,
     )
+    return with_skipped_pools(plan, skipped)
+
+
+def with_skipped_pools(plan: Plan, skipped: dict[str, str]) -> Plan:
+    """``plan`` noting the NodePools left out: in :attr:`Plan.skipped_pools` and in each
+    unschedulable pod's reasons (``nodepool/<name>``)."""
+    if not skipped:
+        return plan
+    notes = {f"nodepool/{name}": why for name, why in skipped.items()}
+    errors = tuple(
+        replace(e, reasons=dict(sorted({**e.reasons, **notes}.items()))) for e in plan.results.errors
+    )
+    return replace(plan, results=replace(plan.results, errors=errors), skipped_pools=tuple(skipped.items()))
 
 
 def plan_snapshot(

@@ -5,7 +5,9 @@ Schemas: :mod:`~karpy.api.core_v1` (Pod, Node, Namespace), :mod:`~karpy.api.apps
 :mod:`~karpy.api.karpenter_v1` (NodePool, NodeClaim), :mod:`~karpy.api.nodeclasses`
 (EC2NodeClass, KWOKNodeClass), sharing :mod:`~karpy.api.common`. :mod:`~karpy.api.convert`
 turns validated objects into :mod:`karpy.model` values; :mod:`~karpy.api.load` reads
-files and reports problems. Used by the CLI, the conformance runner and the watch codec.
+files (:mod:`~karpy.api.documents`) and reports problems (:mod:`~karpy.api.problems`), checking
+names (:mod:`~karpy.api.names`) and unknown fields (:mod:`~karpy.api.fields`) as kubectl would.
+Used by the CLI, the conformance runner and the watch codec.
 """
 
 from karpy.api.convert import Namespace, Workload, expand, pod_requests

@@ -1,7 +1,8 @@
 """Shared pieces of the user-facing schemas: the base model, scalar types and small structs.
 
 Every schema in :mod:`karpy.api` derives from :class:`K8sModel` (camelCase aliases,
-unknown fields ignored, ``null`` treated as unset). The annotated scalar types here
+unknown fields ignored by the schema and reported by :mod:`karpy.api.fields`, ``null`` treated
+as unset). The annotated scalar types here
 (quantities, durations, RFC3339 times, enums) validate as upstream's OpenAPI/CEL rules
 do and raise :class:`FieldError` when a rule points below the field it is checked on.
 :func:`format_loc` turns a pydantic error location into a Kubernetes field path; it is
@@ -29,6 +30,7 @@ __all__ = [
     "Condition",
     "Duration",
     "FieldError",
+    "FieldErrors",
     "GoDuration",
     "IntOrString",
     "K8sModel",
@@ -65,8 +67,18 @@ class FieldError(ValueError):
         self.message = message
 
 
+class FieldErrors(FieldError):
+    """Several violations found on one struct (every bad point of a curve): reported one line each;
+    read as a :class:`FieldError` it is the first."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        super().__init__(errors[0].subpath, errors[0].message)
+        self.errors = list(errors)
+
+
 class K8sModel(BaseModel):
-    """Base of every schema: camelCase aliases, unknown fields ignored, ``null`` = unset."""
+    """Base of every schema: camelCase aliases, unknown fields ignored (:mod:`karpy.api.fields`
+    reports them), ``null`` = unset."""
 
     model_config = ConfigDict(extra="ignore", alias_generator=to_camel, coerce_numbers_to_str=True)
 

@@ -5,7 +5,12 @@ splits multi-document streams (a syntax error costs only its own document), unpa
 ``kind: List``, validates each object against its :mod:`karpy.api` schema and converts
 it with :mod:`karpy.api.convert`. A bad object becomes a :class:`Problem` naming file,
 document, object and field path; the others still load. Unknown kinds are skipped
-with a warning. Karpenter's legacy kinds (v1alpha5 Provisioner, v1alpha1 AWSNodeTemplate,
+with a warning. Objects read from files are also checked as the API server and kubectl would
+(:class:`Checks`): names (:mod:`karpy.api.names`, an error) and unknown fields
+(:mod:`karpy.api.fields`: a warning naming the nearest known field, an error that drops the
+object with ``strict``); objects an API server served are not. A path that holds no object is a
+warning (``no objects found in PATH``); a missing or unreadable file a problem of the file itself
+(no document). Karpenter's legacy kinds (v1alpha5 Provisioner, v1alpha1 AWSNodeTemplate,
 v1beta1 NodePool/NodeClaim/EC2NodeClass) are converted to v1 by :mod:`karpy.api.legacy` (all
 documents of a load as one set) and then validated as v1; their fields with no v1 equivalent
 are :attr:`Loaded.warnings`, their errors name the legacy field. Called by the CLI
@@ -17,7 +22,6 @@ are :attr:`Loaded.warnings`, their errors name the legacy field. Called by the C
 from __future__ import annotations
 
 import json
-import re
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,14 +29,25 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pydantic
-import yaml
 
-from karpy.api import apps_v1, common, convert, core_v1, karpenter_v1, nodeclasses, policy_v1
+from karpy.api import apps_v1, common, convert, core_v1, karpenter_v1, names, nodeclasses, policy_v1
+from karpy.api import documents as documents_mod
+from karpy.api import fields as fields_mod
+from karpy.api.documents import Document, read_paths
 from karpy.api.legacy import base as legacy_base
 from karpy.api.legacy import convert as legacy
-from karpy.model import errors, nodeclass, objects
+from karpy.api.problems import ERROR, FILE, WARNING, ObjectError, Problem
+from karpy.model import nodeclass, objects
 
 __all__ = [
+    "API",
+    "ERROR",
+    "FILE",
+    "FILES",
+    "STRICT",
+    "WARNING",
+    "Checks",
+    "Document",
     "Loaded",
     "ObjectError",
     "Problem",
@@ -50,37 +65,19 @@ __all__ = [
     "read_paths",
 ]
 
-ERROR = "error"
-WARNING = "warning"
-
 
 @dataclass(frozen=True, slots=True)
-class Problem:
-    """One thing wrong with the input, located as precisely as known."""
+class Checks:
+    """What is checked beyond the schema: unknown fields (:data:`karpy.api.fields.MODES`) and
+    names (as the API server validates them)."""
 
-    file: str
-    index: int  # document, 0-based within the file
-    kind: str
-    name: str
-    path: str  # dotted field path, e.g. spec.template.spec.requirements[0].operator
-    message: str
-    severity: str = ERROR  # "error" | "warning"
-    line: int | None = None  # 1-based, for YAML syntax errors
-
-    def __str__(self) -> str:
-        where = f"{self.file}: document {self.index}" if self.file else ""
-        what = (f'{self.kind} "{self.name}"' if self.name else self.kind) if self.kind else ""
-        head = f"{where} ({what})" if where and what else where or what
-        return ": ".join(part for part in (head, self.path, self.message) if part)
+    fields: str = fields_mod.IGNORE
+    names: bool = False
 
 
-class ObjectError(errors.InputError):
-    """An object that failed validation; ``problems`` lists every finding."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(f"{problems[0]}{more}")
-        self.problems = list(problems)
+API = Checks()  # an object an API server served: it checked names and fields already
+FILES = Checks(fields_mod.WARN, names=True)  # objects written by hand: what kubectl would warn about
+STRICT = Checks(fields_mod.STRICT, names=True)  # --strict: an unknown field is an error
 
 
 @dataclass
@@ -235,6 +232,11 @@ def _validation_problems(
         loc: list[str | int] = list(err["loc"])
         ctx = err.get("ctx") or {}
         cause = ctx.get("error")
+        if isinstance(cause, common.FieldErrors):
+            for one in cause.errors:
+                path = _join(prefix, common.format_loc(schema, [*loc, *one.subpath]))
+                out.append(Problem(base.file, base.index, base.kind, base.name, path, one.message))
+            continue
         if isinstance(cause, common.FieldError):
             loc += list(cause.subpath)
             message = cause.message
@@ -257,6 +259,51 @@ def _validation_problems(
 _Out = TypeVar("_Out")
 
 
+# Pod spec (canonical JSON, as _POD_SPECS) -> its unknown fields, in the order the first one had them.
+_SPEC_UNKNOWN: OrderedDict[str, tuple[fields_mod.Unknown, ...]] = OrderedDict()
+
+
+def _unknown(raw: Mapping[str, Any], schema: _Schema, key: str | None) -> list[fields_mod.Unknown]:
+    """The unknown fields of ``raw``; a Pod spec seen before (``key``) is not walked again."""
+    spec = raw.get("spec")
+    if key is None:
+        return fields_mod.unknown_fields(raw, schema)
+    found = _SPEC_UNKNOWN.get(key)
+    if found is None:
+        assert isinstance(spec, Mapping)
+        found = _SPEC_UNKNOWN[key] = tuple(fields_mod.unknown_fields(spec, core_v1.PodSpec, path="spec"))
+        while len(_SPEC_UNKNOWN) > _POD_SPECS_MAX:
+            _SPEC_UNKNOWN.popitem(last=False)
+    rest = {k: v for k, v in raw.items() if k != "spec"}
+    return [*fields_mod.unknown_fields(rest, schema), *found]
+
+
+def _checked(
+    raw: Mapping[str, Any],
+    schema: _Schema,
+    base: Problem,
+    prefix: str,
+    checks: Checks,
+    spec_key: str | None = None,
+) -> tuple[list[Problem], list[Problem]]:
+    """(errors, warnings) of the checks beyond the schema: names, then unknown fields (``spec_key``:
+    a Pod's spec as :func:`_pod_spec_key` gives it)."""
+    bad: list[Problem] = []
+    warnings: list[Problem] = []
+    if checks.names:
+        for path, message in names.name_problems(base.kind, raw.get("metadata")):
+            bad.append(Problem(base.file, base.index, base.kind, base.name, _join(prefix, path), message))
+    if checks.fields != fields_mod.IGNORE:
+        strict = checks.fields == fields_mod.STRICT
+        for found in _unknown(raw, schema, spec_key):
+            path = _join(prefix, found.path)
+            problem = Problem(
+                base.file, base.index, base.kind, base.name, path, found.message, ERROR if strict else WARNING
+            )
+            (bad if strict else warnings).append(problem)
+    return bad, warnings
+
+
 def _parse(
     raw: Mapping[str, Any],
     schema: _Schema,
@@ -264,24 +311,28 @@ def _parse(
     *,
     base: Problem,
     prefix: str = "",
+    checks: Checks = API,
 ) -> tuple[_Out | None, list[Problem]]:
+    bad, warnings = _checked(raw, schema, base, prefix, checks) if checks != API else ([], [])
     try:
         parsed = schema.model_validate(raw)
     except pydantic.ValidationError as exc:
-        return None, _validation_problems(exc, schema, base, prefix)
+        return None, [*_validation_problems(exc, schema, base, prefix), *bad, *warnings]
     if not getattr(getattr(parsed, "metadata", None), "name", "x"):
         problem = Problem(
             base.file, base.index, base.kind, base.name, _join(prefix, "metadata.name"), "required"
         )
-        return None, [problem]
+        return None, [problem, *bad, *warnings]
+    if bad:
+        return None, [*bad, *warnings]
     try:
-        return converter(parsed), []
+        return converter(parsed), warnings
     except (ValueError, KeyError) as exc:  # a gap in validation; report, never crash
-        return None, [Problem(base.file, base.index, base.kind, base.name, prefix, str(exc))]
+        return None, [Problem(base.file, base.index, base.kind, base.name, prefix, str(exc)), *warnings]
 
 
 def _parse_one(
-    raw: object, *, file: str, index: int, prefix: str = ""
+    raw: object, *, file: str, index: int, prefix: str = "", checks: Checks = API
 ) -> tuple[object | None, list[Problem]]:
     if not isinstance(raw, Mapping):
         message = f"expected a Kubernetes object (a mapping), got {type(raw).__name__}"
@@ -300,8 +351,8 @@ def _parse_one(
         return None, [Problem(file, index, base.kind, base.name, prefix, message, WARNING)]
     schema, converter = entry
     if schema is core_v1.Pod:
-        return _parse_pod(raw, base=base, prefix=prefix)
-    return _parse(raw, schema, converter, base=base, prefix=prefix)
+        return _parse_pod(raw, base=base, prefix=prefix, checks=checks)
+    return _parse(raw, schema, converter, base=base, prefix=prefix, checks=checks)
 
 
 # Pod spec (without nodeName) as canonical JSON -> its converted fields. A watch sees each pod
@@ -323,9 +374,12 @@ def _pod_spec_key(spec: object) -> str | None:
         return None
 
 
-def _parse_pod(raw: Mapping[str, Any], *, base: Problem, prefix: str) -> tuple[object | None, list[Problem]]:
+def _parse_pod(
+    raw: Mapping[str, Any], *, base: Problem, prefix: str, checks: Checks
+) -> tuple[object | None, list[Problem]]:
     spec = raw.get("spec")
     key = _pod_spec_key(spec)
+    bad, warnings = _checked(raw, core_v1.Pod, base, prefix, checks, key) if checks != API else ([], [])
     fields = _POD_SPECS.get(key) if key is not None else None
     if fields is None:
         converted: list[dict[str, Any]] = []
@@ -339,28 +393,37 @@ def _parse_pod(raw: Mapping[str, Any], *, base: Problem, prefix: str) -> tuple[o
             _POD_SPECS[key] = converted[0]
             while len(_POD_SPECS) > _POD_SPECS_MAX:
                 _POD_SPECS.popitem(last=False)
-        return parsed, problems
-    _POD_SPECS.move_to_end(key)  # type: ignore[arg-type]
-    assert isinstance(spec, Mapping)
-    shell = {**raw, "spec": {"nodeName": spec["nodeName"]} if "nodeName" in spec else {}}
-    return _parse(shell, core_v1.Pod, lambda obj: convert.pod(obj, fields), base=base, prefix=prefix)
+    else:
+        _POD_SPECS.move_to_end(key)  # type: ignore[arg-type]
+        assert isinstance(spec, Mapping)
+        shell = {**raw, "spec": {"nodeName": spec["nodeName"]} if "nodeName" in spec else {}}
+        parsed, problems = _parse(
+            shell, core_v1.Pod, lambda obj: convert.pod(obj, fields), base=base, prefix=prefix
+        )
+    if bad:
+        return None, [*problems, *bad, *warnings]
+    return parsed, [*problems, *warnings]
 
 
-def parse_object(raw: Mapping[str, Any], *, file: str, index: int) -> tuple[object | None, list[Problem]]:
-    """One raw object → (model object or None, problems). Unknown kinds give a warning and None."""
+def parse_object(
+    raw: Mapping[str, Any], *, file: str, index: int, checks: Checks = API
+) -> tuple[object | None, list[Problem]]:
+    """One raw object → (model object or None, problems). Unknown kinds give a warning and None;
+    ``checks`` (default: none, for objects an API server served) add names and unknown fields."""
     if isinstance(raw, Mapping) and raw.get("kind") == "List":
         return None, [Problem(file, index, "List", "", "", "a List holds several objects; use load_text")]
-    return _parse_one(raw, file=file, index=index)
-
-
-# (file, document index, the parsed document, or a Problem where it could not be read)
-Document = tuple[str, int, object]
+    return _parse_one(raw, file=file, index=index, checks=checks)
 
 
 def load_documents(
-    documents: Iterable[Document], *, legacy_options: legacy_base.Options | None = None
+    documents: Iterable[Document],
+    *,
+    legacy_options: legacy_base.Options | None = None,
+    checks: Checks = FILES,
 ) -> Loaded:
-    """Load parsed documents (``kind: List`` unpacked); the legacy ones are converted as one set."""
+    """Load parsed documents (``kind: List`` unpacked); the legacy ones are converted as one set.
+    A warning about a loaded object (an unknown field) is in ``warnings``, about one not loaded
+    (an unknown kind) in ``skipped``."""
     loaded = Loaded()
     items: list[tuple[str, int, str, object]] = []
     for file, index, raw in documents:
@@ -379,18 +442,23 @@ def load_documents(
         if isinstance(raw, Problem):
             loaded.problems.append(raw)
         elif legacy.is_legacy(raw):
-            _add_legacy(loaded, next(results), file=file, index=index, prefix=prefix)
+            _add_legacy(loaded, next(results), file=file, index=index, prefix=prefix, checks=checks)
         else:
-            obj, problems = _parse_one(raw, file=file, index=index, prefix=prefix)
+            obj, problems = _parse_one(raw, file=file, index=index, prefix=prefix, checks=checks)
             loaded.problems.extend(p for p in problems if p.severity == ERROR)
-            loaded.skipped.extend(p for p in problems if p.severity == WARNING)
+            (loaded.warnings if obj is not None else loaded.skipped).extend(
+                p for p in problems if p.severity == WARNING
+            )
             if obj is not None:
                 loaded.add(obj, file=file, index=index)
     return loaded
 
 
-def _add_legacy(loaded: Loaded, result: legacy_base.Result, *, file: str, index: int, prefix: str) -> None:
-    """A converted legacy document: its notes, then its v1 documents (problems at the legacy paths)."""
+def _add_legacy(
+    loaded: Loaded, result: legacy_base.Result, *, file: str, index: int, prefix: str, checks: Checks
+) -> None:
+    """A converted legacy document: its notes, then its v1 documents (problems at the legacy paths;
+    their names checked as ``checks`` say, their fields by the converter, which notes each it drops)."""
     for note in result.notes:
         severity = ERROR if note.error else WARNING
         problem = Problem(
@@ -400,7 +468,7 @@ def _add_legacy(loaded: Loaded, result: legacy_base.Result, *, file: str, index:
     if not result.ok:
         return
     for out in result.outputs:
-        obj, problems = _parse_one(out.raw, file=file, index=index)
+        obj, problems = _parse_one(out.raw, file=file, index=index, checks=Checks(names=checks.names))
         for p in problems:
             path = _join(prefix, legacy_base.source_path(out.origin, p.path))
             loaded.problems.append(Problem(file, index, result.kind, result.name, path, p.message))
@@ -408,96 +476,41 @@ def _add_legacy(loaded: Loaded, result: legacy_base.Result, *, file: str, index:
             loaded.add(obj, file=file, index=index)
 
 
-# --- YAML ------------------------------------------------------------------------------
-
-
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as strings (the schemas parse RFC3339 themselves)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-_DOC_START = re.compile(r"^---(?:\s|$)")
-_NOT_CONTENT = re.compile(r"^\s*(?:#.*|%.*)?$")
-
-
-def _split_documents(text: str) -> list[tuple[int, str]]:
-    """(first line index, text) of each document; comments before a leading ``---`` are not one."""
-    lines = text.splitlines(keepends=True)
-    starts = [i for i, line in enumerate(lines) if _DOC_START.match(line)]
-    if not starts:
-        return [(0, text)]
-    chunks: list[tuple[int, str]] = []
-    if not all(_NOT_CONTENT.match(line) for line in lines[: starts[0]]):
-        chunks.append((0, "".join(lines[: starts[0]])))
-    for begin, end in zip(starts, [*starts[1:], len(lines)], strict=True):
-        chunks.append((begin, "".join(lines[begin:end])))
-    return chunks
-
-
-def _read_text(text: str, *, file: str) -> list[Document]:
-    out: list[Document] = []
-    for index, (first_line, chunk) in enumerate(_split_documents(text)):
-        try:
-            raw = yaml.load(chunk, Loader=_Loader)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = first_line + mark.line + 1 if mark is not None else None
-            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            where = f" at line {line}, column {mark.column + 1}" if mark is not None and line else ""
-            message = f"YAML syntax error{where}: {what}"
-            out.append((file, index, Problem(file, index, "", "", "", message, line=line)))
-            continue
-        if raw is not None:
-            out.append((file, index, raw))
-    return out
-
-
 def load_text(
-    text: str, *, file: str = "<string>", legacy_options: legacy_base.Options | None = None
+    text: str,
+    *,
+    file: str = "<string>",
+    legacy_options: legacy_base.Options | None = None,
+    strict: bool = False,
 ) -> Loaded:
-    """Load one YAML stream (several documents, ``kind: List`` unpacked)."""
-    return load_documents(_read_text(text, file=file), legacy_options=legacy_options)
+    """Load one YAML stream (several documents, ``kind: List`` unpacked); ``strict``: an unknown
+    field is an error (the object is not loaded), else a warning."""
+    documents = documents_mod.read_text(text, file=file)
+    return load_documents(documents, legacy_options=legacy_options, checks=STRICT if strict else FILES)
 
 
 def load_objects(raws: Iterable[Mapping[str, Any]], *, file: str) -> Loaded:
-    """Load objects already parsed (a live cluster's, as ``karpy snapshot`` reads them)."""
-    return load_documents((file, index, raw) for index, raw in enumerate(raws))
+    """Load objects already parsed (a live cluster's, as ``karpy snapshot`` reads them): the API
+    server checked their names and fields, so these are not checked again."""
+    return load_documents(((file, index, raw) for index, raw in enumerate(raws)), checks=API)
 
 
-def read_paths(paths: Sequence[Path]) -> list[tuple[str, list[Document]]]:
-    """Each YAML file of ``paths`` (folders: ``*.yaml``/``*.yml`` found recursively, sorted) with its
-    documents; a missing or unreadable file is one Problem document."""
-    out: list[tuple[str, list[Document]]] = []
+def load_paths(
+    paths: Sequence[Path], *, legacy_options: legacy_base.Options | None = None, strict: bool = False
+) -> Loaded:
+    """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order);
+    ``strict``: an unknown field is an error (the object is not loaded), else a warning."""
+    documents: list[Document] = []
+    empty: list[Problem] = []
     for path in paths:
-        if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-        elif path.exists():
-            files = [path]
-        else:
-            out.append(
-                (str(path), [(str(path), 0, Problem(str(path), 0, "", "", "", "no such file or directory"))])
-            )
-            continue
-        for file in files:
-            try:
-                text = file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                out.append(
-                    (str(file), [(str(file), 0, Problem(str(file), 0, "", "", "", f"cannot read: {exc}"))])
-                )
-                continue
-            out.append((str(file), _read_text(text, file=str(file))))
-    return out
-
-
-def load_paths(paths: Sequence[Path], *, legacy_options: legacy_base.Options | None = None) -> Loaded:
-    """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order)."""
-    documents = [doc for _, docs in read_paths(paths) for doc in docs]
-    return load_documents(documents, legacy_options=legacy_options)
+        found = documents_mod.read_path(path)
+        documents.extend(doc for _, docs in found for doc in docs)
+        nothing = documents_mod.nothing_found(path, found)
+        if nothing is not None:
+            empty.append(nothing)
+    loaded = load_documents(documents, legacy_options=legacy_options, checks=STRICT if strict else FILES)
+    loaded.skipped.extend(empty)
+    return loaded
 
 
 # --- typed helpers ---------------------------------------------------------------------

@@ -1,7 +1,13 @@
-"""The ``karpy`` command line: simulate, plan, disrupt, explain, conformance, catalog, operator and snapshot.
+"""The ``karpy`` command line: simulate, plan, disrupt, explain, conformance, catalog, operator,
+snapshot, convert and version.
 
 The only place that prints. Bad input exits 2 with one line per problem (file, object,
-field); everything valid is still used.
+field); everything valid is still used. Starting is fast: each command's module imports only
+typer at load and imports what it runs on (the simulator, the planner, pydantic schemas,
+matplotlib, scipy, the operator and its Kubernetes and AWS clients) in the command's body, so
+``karpy --help`` lists every command without loading any of them (``docs/performance.md``).
+Conventions shared by every command (``-o``, ``-f``, help text, output paths) are in
+:mod:`karpy.cli.conventions`.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import typer
 from karpy.cli import (
     catalog_cmd,
     conformance_cmd,
+    conventions,
     convert_cmd,
     disrupt_cmd,
     explain_node,
@@ -19,6 +26,7 @@ from karpy.cli import (
     plan_cmd,
     simulate_cmd,
     snapshot_cmd,
+    version_cmd,
 )
 
 __all__ = ["app", "main"]
@@ -27,20 +35,45 @@ app = typer.Typer(
     name="karpy",
     help="A Karpenter-compatible node autoscaler and what-if simulator.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
+    cls=conventions.Group,
 )
-app.command("simulate")(simulate_cmd.simulate)
-app.command("plan")(plan_cmd.plan)
-app.command("disrupt")(disrupt_cmd.disrupt)
-app.command("conformance")(conformance_cmd.conformance)
-app.command("operator")(operator_cmd.operator)
-app.command("snapshot")(snapshot_cmd.snapshot)
-app.command("convert")(convert_cmd.convert)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        for line in conventions.version_lines():
+            typer.echo(line)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print karpy's version and exit."
+    ),
+) -> None:
+    """A Karpenter-compatible node autoscaler and what-if simulator."""
+
+
+_COMMAND = conventions.Command
+app.command("simulate", cls=_COMMAND)(simulate_cmd.simulate)
+app.command("plan", cls=_COMMAND)(plan_cmd.plan)
+app.command("disrupt", cls=_COMMAND)(disrupt_cmd.disrupt)
+app.command("conformance", cls=_COMMAND)(conformance_cmd.conformance)
+app.command("operator", cls=_COMMAND)(operator_cmd.operator)
+app.command("snapshot", cls=_COMMAND)(snapshot_cmd.snapshot)
+app.command("convert", cls=_COMMAND)(convert_cmd.convert)
+app.command("version", cls=_COMMAND)(version_cmd.version)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
-explain = typer.Typer(help="Why a pod is (not) placed, why a node is (not) disrupted.", no_args_is_help=True)
-explain.command("pod")(explain_pod.pod)
-explain.command("node")(explain_node.node)
+explain = typer.Typer(
+    help="Why a pod is (not) placed, why a node is (not) disrupted.",
+    no_args_is_help=True,
+    cls=conventions.Group,
+)
+explain.command("pod", cls=_COMMAND)(explain_pod.pod)
+explain.command("node", cls=_COMMAND)(explain_node.node)
 app.add_typer(explain, name="explain")
 
 

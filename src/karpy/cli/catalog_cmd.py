@@ -1,37 +1,37 @@
 """``karpy catalog list``: browse the AWS instance-type catalog.
 
 Rows of instance types with raw vCPU/memory/pods, the allocatable karpy predicts (AL2023
-defaults), arch, and the cheapest available on-demand and spot offering. ``--filter`` takes
-``key=value`` (``key=a,b`` for any of several), ``key!=value``, ``key>N`` and ``key<N`` over the
-type's labels and requirements, with pod node-affinity semantics; short keys such as
-``instance-family`` or ``family`` mean ``karpenter.k8s.aws/instance-family``. Output is a rich
-table or JSON. Mounted by :mod:`karpy.cli` as ``karpy catalog``.
+defaults), arch, and the cheapest available on-demand and spot offering; ``-o wide`` adds the
+family, generation and the zones with an available offering. ``--filter`` takes ``key=value``
+(``key=a,b`` for any of several), ``key!=value``, ``key>N`` and ``key<N`` over the type's
+labels and requirements, with pod node-affinity semantics; short keys such as
+``instance-family`` or ``family`` mean ``karpenter.k8s.aws/instance-family`` (``-f`` is not an
+alias: it means ``--filename`` in every karpy command). Output is a rich table, or JSON or YAML.
+Mounted by :mod:`karpy.cli` as ``karpy catalog``.
 """
 
 from __future__ import annotations
 
-import enum
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from karpy import settings as settings_mod
-from karpy.catalog import aws, prices
+from karpy.cli.conventions import Command, Group, WideOutput
 from karpy.model import labels as labels_mod
-from karpy.model import quantity
-from karpy.model.catalog import InstanceType
 from karpy.model.errors import InputError
 from karpy.model.requirements import Requirement, Requirements
-from karpy.model.resources import CPU, MEMORY, PODS
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from karpy.model.catalog import InstanceType
 
 __all__ = ["OutputFormat", "app", "parse_filter"]
 
-app = typer.Typer(help="Inspect instance-type catalogs.", no_args_is_help=True)
+app = typer.Typer(help="Inspect instance-type catalogs.", no_args_is_help=True, cls=Group)
 
 _FILTER = re.compile(r"^\s*(?P<key>[^=!<>\s]+)\s*(?P<op>!=|=|>|<)\s*(?P<value>.*?)\s*$")
 _ALIASES = {
@@ -41,21 +41,21 @@ _ALIASES = {
     "region": labels_mod.REGION,
     "capacity-type": labels_mod.CAPACITY_TYPE,
     "instance-type": labels_mod.INSTANCE_TYPE,
-    "zone-id": aws.ZONE_ID,
 }
 _OPERATORS = {"=": "In", "!=": "NotIn", ">": "Gt", "<": "Lt"}
 
-
-class OutputFormat(enum.StrEnum):
-    table = "table"
-    json = "json"
+OutputFormat = WideOutput  # (the name this module exported before -o had yaml and wide)
 
 
 def _resolve_key(key: str) -> str:
+    from karpy.catalog import aws
+
     if "/" in key:
         return labels_mod.normalize(key)
     if key in _ALIASES:
         return _ALIASES[key]
+    if key == "zone-id":
+        return aws.ZONE_ID
     for candidate in (f"karpenter.k8s.aws/{key}", f"karpenter.k8s.aws/instance-{key}"):
         if candidate in aws.AWS_LABELS:
             return candidate
@@ -81,6 +81,10 @@ def _cheapest(instance_type: InstanceType, capacity_type: str) -> float | None:
 
 
 def _row(instance_type: InstanceType) -> dict[str, Any]:
+    from karpy.catalog import aws
+    from karpy.model import quantity
+    from karpy.model.resources import CPU, MEMORY, PODS
+
     alloc = instance_type.allocatable
     memory_mib = instance_type.labels.get(aws.MEMORY)
     return {
@@ -107,10 +111,26 @@ def _gib(mib: int) -> str:
     return f"{mib / 1024:g}"
 
 
-def _table(rows: list[dict[str, Any]], title: str) -> Table:
+def _wide(instance_type: InstanceType, region: str) -> list[str]:
+    """``-o wide``'s extra cells: family, generation, the zones with an available offering (their
+    letters after the region's name: ``a,b,c``)."""
+    labels = instance_type.labels
+    zones = sorted({o.zone for o in instance_type.offerings if o.available})
+    return [
+        labels.get("karpenter.k8s.aws/instance-family", "-"),
+        labels.get("karpenter.k8s.aws/instance-generation", "-"),
+        ",".join(z.removeprefix(region) for z in zones) or "-",
+    ]
+
+
+def _table(rows: list[dict[str, Any]], title: str, wide: list[list[str]] | None = None) -> Table:
+    """The instance types; with ``wide`` (per row: family, generation, zones) three more columns."""
+    from rich.table import Table
+
     table = Table(title=title)
-    for header, justify in (
-        ("Type", "left"),
+    columns = [("Type", "left")]
+    columns += [("Family", "left"), ("Gen", "right")] if wide is not None else []
+    columns += [
         ("vCPU", "right"),
         ("Memory GiB", "right"),
         ("Pods", "right"),
@@ -120,11 +140,15 @@ def _table(rows: list[dict[str, Any]], title: str) -> Table:
         ("Arch", "left"),
         ("On-demand $/h", "right"),
         ("Spot $/h", "right"),
-    ):
+    ]
+    columns += [("Zones", "left")] if wide is not None else []
+    for header, justify in columns:
         table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for row in rows:
+    for index, row in enumerate(rows):
+        cells = wide[index] if wide is not None else []
         table.add_row(
             row["name"],
+            *cells[:2],
             str(row["vcpu"]),
             _gib(row["memory_mib"]),
             str(row["pods"]),
@@ -134,6 +158,7 @@ def _table(rows: list[dict[str, Any]], title: str) -> Table:
             row["arch"],
             _money(row["on_demand_price"]),
             _money(row["spot_price"]),
+            *cells[2:],
         )
     return table
 
@@ -143,26 +168,35 @@ def main() -> None:
     """Inspect instance-type catalogs."""
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def list_(
     region: Annotated[
-        str, typer.Option("--region", "-r", help="AWS region (see the data's zones).")
+        str, typer.Option("--region", "-r", metavar="REGION", help="AWS region (see the data's zones).")
     ] = "us-east-1",
     filters: Annotated[
         list[str] | None,
-        typer.Option("--filter", "-f", help="key=value, key!=value, key>N or key<N; repeatable (AND)."),
+        typer.Option(
+            "--filter",
+            metavar="EXPR",
+            help="key=value, key!=value, key>N or key<N; repeatable (AND).",
+        ),
     ] = None,
     output: Annotated[
-        OutputFormat, typer.Option("--output", "-o", help="table or json.")
-    ] = OutputFormat.table,
+        WideOutput, typer.Option("--output", "-o", help="A table (wide: more columns), JSON or YAML.")
+    ] = WideOutput.table,
     prices_file: Annotated[
         Path | None,
         typer.Option(
-            "--prices", help="CSV region,instance_type,capacity_type,usd_per_hour overriding prices."
+            "--prices",
+            metavar="FILE",
+            help="CSV region,instance_type,capacity_type,usd_per_hour overriding prices.",
         ),
     ] = None,
 ) -> None:
     """List the instance types of an AWS region with allocatable and prices."""
+    from karpy import settings as settings_mod
+    from karpy.catalog import aws, prices
+
     requirements = Requirements(parse_filter(f) for f in filters or [])
     pricing = settings_mod.PricingSettings()
     try:
@@ -185,7 +219,7 @@ def list_(
             0,
             f"prices for {region} are Karpenter's static fallback ({basis}): us-east-1 prices, not regional",
         )
-    if output is OutputFormat.json:
+    if output in (WideOutput.json, WideOutput.yaml):
         document = {
             "region": region,
             "price_basis": basis,
@@ -193,11 +227,19 @@ def list_(
             "spot_price_ratio": pricing.spot_price_ratio,
             "instance_types": rows,
         }
-        typer.echo(json.dumps(document, indent=2))
+        if output is WideOutput.json:
+            typer.echo(json.dumps(document, indent=2))
+        else:
+            import yaml
+
+            typer.echo(yaml.safe_dump(document, sort_keys=False), nl=False)
         return
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=200)
-    console.print(_table(rows, f"{catalog.name}: {len(rows)} instance types"))
+    wide = [_wide(it, region) for it in selected] if output is WideOutput.wide else None
+    console.print(_table(rows, f"{catalog.name}: {len(rows)} instance types", wide))
     for note in notes:
         console.print(f"note: {note}", highlight=False)

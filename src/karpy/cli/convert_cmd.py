@@ -6,7 +6,8 @@ its v1 objects (docs/convert.md), and every other document is copied unchanged. 
 the documents go to stdout; with ``-o DIR`` each input file becomes ``DIR/<its name>``. Fields
 with no v1 equivalent are ``warning:`` lines on stderr. Bad input (YAML syntax, a field that
 does not convert, a converted object that does not validate as v1) is one ``error:`` line per
-problem, naming file, object and field, and exit 2; nothing is written then.
+problem, naming file, object and field, and exit 2; nothing is written then. An ``-o`` folder
+that cannot be written (a file there, no permission) exits 2 before anything is read.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 import yaml
 
-from karpy.api import load as api_load
-from karpy.api.legacy import base as legacy_base
-from karpy.api.legacy import convert as legacy
+from karpy.cli import conventions
+
+if TYPE_CHECKING:
+    from karpy.api import load as api_load
+    from karpy.api.legacy import base as legacy_base
 
 __all__ = ["convert", "dump"]
 
@@ -59,6 +62,8 @@ def _converted(
     read: list[tuple[str, list[api_load.Document]]], options: legacy_base.Options
 ) -> list[tuple[str, list[Any], bool]]:
     """(file, its documents as v1, whether any was legacy), with the legacy documents converted as one set."""
+    from karpy.api.legacy import convert as legacy
+
     raws = [item for _, docs in read for _, _, raw in docs for item in _items(raw) if legacy.is_legacy(item)]
     results = iter(legacy.convert_all(raws, options))
 
@@ -100,23 +105,34 @@ def _targets(files: list[str], output_dir: Path) -> list[Path]:
 
 
 def convert(
-    files: list[Path] = typer.Option(..., "-f", "--filename", help="Legacy YAML files or folders to read."),
+    files: list[Path] = typer.Option(
+        ..., "-f", "--filename", metavar="PATH", help="Legacy YAML files or folders to read (repeatable)."
+    ),
     output_dir: Path | None = typer.Option(
-        None, "-o", "--output-dir", help="Write one v1 file per input file here (default: stdout)."
+        None,
+        "-o",
+        "--output-dir",
+        metavar="DIR",
+        help="Write one v1 file per input file here (default: stdout).",
     ),
     role: str | None = typer.Option(
-        None, "--role", help="Node role for node templates without instanceProfile."
+        None, "--role", metavar="ROLE", help="Node role for node templates without instanceProfile."
     ),
     instance_profile: str | None = typer.Option(
         None,
         "--instance-profile",
+        metavar="NAME",
         help="Instance profile for node templates without one (v1alpha5's aws.defaultInstanceProfile).",
     ),
 ) -> None:
     """Rewrite Karpenter v1alpha5 / v1beta1 objects in FILES as v1, field by field."""
+    from karpy.api import load as api_load
+    from karpy.api.legacy import base as legacy_base
+
     if role and instance_profile:
         typer.echo("error: give --role or --instance-profile, not both", err=True)
         raise typer.Exit(2)
+    conventions.check_folder(output_dir, "-o")
     options = legacy_base.Options(instance_profile=instance_profile, role=role)
     read = api_load.read_paths(files)
     loaded = api_load.load_documents([d for _, docs in read for d in docs], legacy_options=options)

@@ -6,24 +6,25 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from karpy import planning
-from karpy import settings as settings_mod
-from karpy.api import common as api_common
-from karpy.api import load as api_load
-from karpy.api.common import KARPY_API_VERSION
-from karpy.cli import inputs
+from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from karpy import planning
 
 __all__ = ["disrupt", "dry_run_document"]
 
 
 def dry_run_document(result: planning.DryRun) -> dict[str, Any]:
+    """The stable document of a dry run (``kind: DisruptionDecision``)."""
+    from karpy.api.common import KARPY_API_VERSION
+
     command = result.decision.command
     doc: dict[str, Any] = {
         "apiVersion": KARPY_API_VERSION,
@@ -68,6 +69,8 @@ def dry_run_document(result: planning.DryRun) -> dict[str, Any]:
 
 
 def _render(doc: dict[str, Any], console: Console) -> None:
+    from rich.table import Table
+
     command = doc["command"]
     if command is None:
         console.print(f"[bold]karpy disrupt[/bold] at {doc['now']}: no disruption this pass")
@@ -92,22 +95,36 @@ def _render(doc: dict[str, Any], console: Console) -> None:
 
 
 def disrupt(
-    files: list[Path] = typer.Option(..., "-f", "--filename", help="YAML files or folders to read."),
-    now: str | None = typer.Option(None, "--now", help="RFC 3339 time of the pass (default: now)."),
-    catalog: str = typer.Option("aws:us-east-1", "--catalog", help="aws:<region> or a catalog file."),
-    output: str = typer.Option("table", "--output", "-o", help="table | json"),
+    files: list[Path] = typer.Option(
+        ..., "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
+    ),
+    now: str | None = typer.Option(
+        None, "--now", metavar="TIME", help="RFC 3339 time of the pass (default: now)."
+    ),
+    catalog: str = typer.Option(
+        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
+    ),
+    output: Output = typer.Option(
+        Output.table, "--output", "-o", help="A table, or the DisruptionDecision document."
+    ),
     spot_to_spot: bool = typer.Option(False, "--spot-to-spot", help="Enable SpotToSpotConsolidation."),
+    strict: bool = typer.Option(
+        False, "--strict", help="An unknown field is an error (exit 2; that object is not used)."
+    ),
 ) -> None:
     """Dry-run one disruption pass: what would be disrupted, and why each node is or is not."""
-    if output not in ("table", "json"):
-        typer.echo(f"error: --output must be table or json, not {output!r}", err=True)
-        raise typer.Exit(2)
+    from karpy import planning
+    from karpy import settings as settings_mod
+    from karpy.api import common as api_common
+    from karpy.api import load as api_load
+    from karpy.cli import inputs
+
     try:
         at = api_common.parse_time(now) if now else datetime.now(UTC).timestamp()
     except ValueError as exc:
         typer.echo(f"error: --now: {exc}", err=True)
         raise typer.Exit(2) from None
-    loaded = api_load.load_paths(files)
+    loaded = api_load.load_paths(files, strict=strict)
     inputs.echo(loaded)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
     settings = settings_mod.Settings(features=gates)
@@ -117,9 +134,15 @@ def disrupt(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     doc = dry_run_document(result)
-    if output == "json":
+    if output is Output.json:
         sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    elif output is Output.yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(doc, sort_keys=False))
     else:
+        from rich.console import Console
+
         _render(doc, Console(width=160))
     if loaded.problems:
         raise typer.Exit(2)

@@ -17,30 +17,36 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from karpy import planning
 from karpy import settings as settings_mod
-from karpy.api import common as api_common
-from karpy.api.common import KARPY_API_VERSION
 from karpy.cli import inputs
-from karpy.core.explain.node import (
-    Action,
-    MethodVerdict,
-    NodeExplanation,
-    NodeNotFound,
-    explain_node,
-    iso,
-    span,
-)
+from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
+if TYPE_CHECKING:
+    from karpy.core.explain.node import Action, MethodVerdict, NodeExplanation
+
 __all__ = ["explanation_document", "node"]
+
+
+def iso(at: float) -> str:
+    """RFC 3339 of ``at``, as the core's explanation writes times (the core loads on first use)."""
+    from karpy.core.explain import node as explained
+
+    return explained.iso(at)
+
+
+def span(seconds: float) -> str:
+    """A duration as the core's explanation writes it (``29d 18h``, ``4m 30s``)."""
+    from karpy.core.explain import node as explained
+
+    return explained.span(seconds)
 
 
 def _money(value: float | None) -> float | None:
@@ -84,6 +90,8 @@ def _plain(value: object) -> Any:
 
 def explanation_document(exp: NodeExplanation, catalog: str) -> dict[str, Any]:
     """The stable JSON shape of an explanation (every key always present)."""
+    from karpy.api.common import KARPY_API_VERSION
+
     cmd = exp.command
     return {
         "apiVersion": KARPY_API_VERSION,
@@ -271,24 +279,38 @@ def _render_table(exp: NodeExplanation, console: Console) -> None:
 
 def node(
     name: str = typer.Argument(..., metavar="NAME", help="A Node name, or a NodeClaim name."),
-    files: list[Path] | None = typer.Option(None, "-f", "--filename", help="YAML files or folders to read."),
-    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Read a live cluster instead."),
-    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
-    now: str | None = typer.Option(None, "--now", help="RFC 3339 time of the pass (default: now)."),
-    catalog: str = typer.Option("aws:us-east-1", "--catalog", help="aws:<region> or a catalog file."),
-    output: str = typer.Option("table", "--output", "-o", help="table | json"),
+    files: list[Path] | None = typer.Option(
+        None, "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
+    ),
+    kubeconfig: Path | None = typer.Option(
+        None, "--kubeconfig", metavar="FILE", help="Read a live cluster instead."
+    ),
+    context: str | None = typer.Option(None, "--context", metavar="NAME", help="The kubeconfig context."),
+    now: str | None = typer.Option(
+        None, "--now", metavar="TIME", help="RFC 3339 time of the pass (default: now)."
+    ),
+    catalog: str = typer.Option(
+        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
+    ),
+    output: Output = typer.Option(
+        Output.table, "--output", "-o", help="A table, or the NodeExplanation document."
+    ),
     spot_to_spot: bool = typer.Option(False, "--spot-to-spot", help="Enable SpotToSpotConsolidation."),
+    strict: bool = typer.Option(
+        False, "--strict", help="An unknown field in FILES is an error (exit 2; that object is not used)."
+    ),
 ) -> None:
     """Explain why a node is (not) disrupted, method by method, using the pass karpy disrupt runs."""
-    if output not in ("table", "json"):
-        typer.echo(f"error: --output must be table or json, not {output!r}", err=True)
-        raise typer.Exit(2)
+    from karpy import planning
+    from karpy.api import common as api_common
+    from karpy.core.explain.node import NodeNotFound, explain_node
+
     try:
         at = api_common.parse_time(now) if now else datetime.now(UTC).timestamp()
     except ValueError as exc:
         typer.echo(f"error: --now: {exc}", err=True)
         raise typer.Exit(2) from None
-    loaded, where = inputs.read(files, kubeconfig, context)
+    loaded, where = inputs.read(files, kubeconfig, context, strict=strict)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
     try:
         cluster, base = planning.build_cluster(
@@ -309,8 +331,12 @@ def node(
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if output == "json":
+    if output is Output.json:
         sys.stdout.write(json.dumps(explanation_document(exp, base.name), indent=2, sort_keys=True) + "\n")
+    elif output is Output.yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(explanation_document(exp, base.name), sort_keys=True))
     else:
         _render_table(exp, Console())
     if loaded.problems:

@@ -15,19 +15,20 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from karpy import planning
 from karpy import settings as settings_mod
-from karpy.api.common import KARPY_API_VERSION
 from karpy.cli import inputs
-from karpy.core.explain.pod import NodeVerdict, PodExplanation, PodNotFound, explain_pod, pod_key
+from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
+
+if TYPE_CHECKING:
+    from karpy.core.explain.pod import NodeVerdict, PodExplanation
 
 __all__ = ["NODE_GROUPS", "explanation_document", "pod"]
 
@@ -39,6 +40,8 @@ def explanation_document(
 ) -> dict[str, Any]:
     """The stable JSON shape of an explanation (every key always present; ``events``: the live
     cluster's Events about the pod, [] from files)."""
+    from karpy.api.common import KARPY_API_VERSION
+
     claim = exp.claim
     return {
         "apiVersion": KARPY_API_VERSION,
@@ -188,20 +191,40 @@ def _render_table(exp: PodExplanation, console: Console) -> None:
 
 def pod(
     name: str = typer.Argument(..., metavar="NAMESPACE/NAME", help="The pod (a bare NAME is default/NAME)."),
-    files: list[Path] | None = typer.Option(None, "-f", "--filename", help="YAML files or folders to read."),
-    kubeconfig: Path | None = typer.Option(None, "--kubeconfig", help="Read a live cluster instead."),
-    context: str | None = typer.Option(None, "--context", help="The kubeconfig context."),
-    catalog: str = typer.Option("aws:us-east-1", "--catalog", help="aws:<region> or a catalog file."),
-    output: str = typer.Option("table", "--output", "-o", help="table | json"),
+    files: list[Path] | None = typer.Option(
+        None, "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
+    ),
+    kubeconfig: Path | None = typer.Option(
+        None, "--kubeconfig", metavar="FILE", help="Read a live cluster instead."
+    ),
+    context: str | None = typer.Option(None, "--context", metavar="NAME", help="The kubeconfig context."),
+    catalog: str = typer.Option(
+        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
+    ),
+    output: Output = typer.Option(
+        Output.table, "--output", "-o", help="A table, or the PodExplanation document."
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="An unknown field in FILES is an error (exit 2; that object is not used)."
+    ),
+    assume_node_classes: bool = typer.Option(
+        False,
+        "--assume-nodeclasses",
+        help="Use a NodePool whose NodeClass is not in the input as if it were (default: none of it).",
+    ),
 ) -> None:
     """Explain why a pod is (not) placed, using exactly the solve karpy plan runs."""
-    if output not in ("table", "json"):
-        typer.echo(f"error: --output must be table or json, not {output!r}", err=True)
-        raise typer.Exit(2)
-    loaded, where = inputs.read(files, kubeconfig, context)
+    from karpy import planning
+    from karpy.core.explain.pod import PodNotFound, explain_pod, pod_key
+
+    loaded, where = inputs.read(files, kubeconfig, context, strict=strict)
     key = pod_key(name)
+    skipped = {} if assume_node_classes else planning.missing_node_classes(loaded)
+    inputs.echo_skipped_pools(skipped.items())
     try:
-        cluster, base = planning.build_cluster(loaded, catalog_spec=catalog, settings=settings_mod.Settings())
+        cluster, base = planning.build_cluster(
+            loaded, catalog_spec=catalog, settings=settings_mod.Settings(), without_pools=frozenset(skipped)
+        )
         order = [it.name for it in base.instance_types]
         exp = explain_pod(cluster.snapshot(0.0), key, catalog_order=order)
     except PodNotFound as exc:
@@ -213,9 +236,13 @@ def pod(
         raise typer.Exit(2) from None
     namespace, _, pod_name = key.partition("/")
     events = inputs.events(kubeconfig, context, "Pod", namespace, pod_name)
-    if output == "json":
+    if output is Output.json:
         document = explanation_document(exp, base.name, events)
         sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+    elif output is Output.yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(explanation_document(exp, base.name, events), sort_keys=True))
     else:
         console = Console()
         _render_table(exp, console)

@@ -9,31 +9,41 @@ neither or both of ``-f`` and ``--kubeconfig``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from karpy.api import load as api_load
 from karpy.model.errors import InputError, KarpyError
 
 if TYPE_CHECKING:
     from karpy.adapters.kube.snapshot import Snapshot
+    from karpy.api import load as api_load
 
-__all__ = ["EVENTS_SHOWN", "echo", "events", "live", "read"]
+__all__ = ["EVENTS_SHOWN", "echo", "echo_skipped_pools", "events", "live", "read"]
 
 EVENTS_SHOWN = 10  # the newest Events shown about an object
 
 
 def read(
-    files: list[Path] | None, kubeconfig: Path | None, context: str | None, timeout: float = 30.0
+    files: list[Path] | None,
+    kubeconfig: Path | None,
+    context: str | None,
+    timeout: float = 30.0,
+    *,
+    strict: bool = False,
 ) -> tuple[api_load.Loaded, str]:
-    """(the objects, where they were read: the paths or the API server), warnings on stderr."""
+    """(the objects, where they were read: the paths or the API server), warnings on stderr.
+    Files are checked as kubectl would (names, unknown fields: ``strict`` makes those errors);
+    a live cluster's objects are not (its API server checked them)."""
+    from karpy.api import load as api_load
+
     if bool(files) == (kubeconfig is not None):
         typer.echo("error: give -f FILE|DIR or --kubeconfig PATH (one of them)", err=True)
         raise typer.Exit(2)
     if files:
-        loaded = api_load.load_paths(files)
+        loaded = api_load.load_paths(files, strict=strict)
         where = ", ".join(str(f) for f in files)
     else:
         snap = live(kubeconfig, context, timeout)
@@ -54,6 +64,12 @@ def echo(loaded: api_load.Loaded) -> None:
         typer.echo(f"warning: {skipped}", err=True)
     for warning in loaded.warnings:
         typer.echo(f"warning: {warning}", err=True)
+
+
+def echo_skipped_pools(skipped: Iterable[tuple[str, str]]) -> None:
+    """One ``warning:`` line per NodePool a plan leaves out (its NodeClass is not in the input)."""
+    for name, why in skipped:
+        typer.echo(f'warning: NodePool "{name}" launches nothing: {why} (see --assume-nodeclasses)', err=True)
 
 
 def live(kubeconfig: Path | None, context: str | None, timeout: float) -> Snapshot:

@@ -14,7 +14,6 @@ from types import FrameType
 
 import typer
 
-from karpy import operator as operator_mod
 from karpy import settings as settings_mod
 from karpy.model.errors import InputError, KarpyError
 from karpy.providers.aws.config import ENV, AWSSettings
@@ -79,6 +78,20 @@ def operator(
         min=1,
         help="Kubernetes API requests the controllers may make at once above --kube-client-qps.",
     ),
+    measured_capacity: bool = typer.Option(
+        False,
+        "--measured-capacity/--no-measured-capacity",
+        envvar="KARPY_MEASURED_CAPACITY",
+        help="karpy's own, off as upstream: once a Node of an instance type registers (Ready, initialized), "
+        "its real capacity and allocatable replace the catalog's estimate for that type under its "
+        "NodeClass's AMI, kept in the ConfigMap karpy-measured-capacity of karpy's namespace.",
+    ),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="A NodePool or NodeClass with a field karpy does not know fails validation "
+        "(ValidationSucceeded=False, a Warning event; it is not used).",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error."),
     cluster_name: str = typer.Option(
         "",
@@ -139,6 +152,8 @@ def operator(
     (AWS_REGION, IRSA web identity, EKS Pod Identity, the instance profile); karpy reads and
     writes no credentials file. See docs/aws.md.
     """
+    from karpy import operator as operator_mod  # the operator and its clients: only when it runs
+
     operator_mod.configure_logging(log_level)
     if provider not in ("kwok", "aws"):
         typer.echo(f"error: --provider {provider!r}: one of kwok, aws", err=True)
@@ -152,6 +167,7 @@ def operator(
         pricing=dataclasses.replace(
             base.pricing, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
         ),
+        features=dataclasses.replace(base.features, measured_capacity=measured_capacity),
     )
     aws = AWSSettings(
         cluster_name=cluster_name,
@@ -175,6 +191,7 @@ def operator(
         liveness_timeout=liveness_timeout,
         kube_client_qps=kube_client_qps,
         kube_client_burst=kube_client_burst,
+        strict=strict,
         settings=settings,
         aws=aws if provider == "aws" else None,
     )

@@ -6,29 +6,31 @@ Output formats: a readable table (default), or stable JSON/YAML documented in
 
 from __future__ import annotations
 
+import enum
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
-from rich.console import Console
-from rich.table import Table
 
-from karpy import planning
-from karpy import settings as settings_mod
-from karpy.api import load as api_load
-from karpy.api.common import KARPY_API_VERSION
-from karpy.catalog import prices as prices_mod
-from karpy.cli import inputs
+from karpy.cli.conventions import WideOutput
 from karpy.model.errors import InputError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from karpy import planning
+    from karpy.api import load as api_load
 
 __all__ = ["bound_section", "plan", "plan_document"]
 
 
 def plan_document(result: planning.Plan) -> dict[str, Any]:
     """The stable, documented JSON shape of a plan."""
+    from karpy.api.common import KARPY_API_VERSION
+
     claims = []
     for node in result.launched:
         claim = node.claim
@@ -81,6 +83,7 @@ def plan_document(result: planning.Plan) -> dict[str, Any]:
         "bindings": bindings,
         "unschedulable": unschedulable,
         "relaxed": {k: list(v) for k, v in sorted(result.results.relaxations.items())},
+        "skippedNodePools": [{"nodePool": name, "reason": why} for name, why in result.skipped_pools],
     }
     if result.packing != "faithful" and result.repacked is not None:
         done = result.repacked
@@ -99,6 +102,8 @@ def plan_document(result: planning.Plan) -> dict[str, Any]:
 
 
 def _ratio(cost: float, lower: float) -> float | None:
+    from karpy import planning
+
     ratio = planning.cost_ratio(cost, lower)
     return None if ratio is None else round(ratio, 6)
 
@@ -129,7 +134,11 @@ def bound_section(result: planning.Plan) -> dict[str, Any]:
     return section
 
 
-def _render_table(result: planning.Plan, console: Console) -> None:
+def _render_table(result: planning.Plan, console: Console, *, wide: bool = False) -> None:
+    """The summary line and tables; ``wide`` adds each NodeClaim's requests and architecture,
+    every option's count, and each placement's instance type and zone."""
+    from rich.table import Table
+
     doc = plan_document(result)
     summary = doc["summary"]
     console.print(
@@ -139,12 +148,15 @@ def _render_table(result: planning.Plan, console: Console) -> None:
     )
     if doc["nodeClaims"]:
         table = Table(title="New NodeClaims", title_justify="left")
-        for column in ("NodeClaim", "NodePool", "Type", "Zone", "Capacity", "$/h", "Pods", "Options"):
-            table.add_column(column, justify="right" if column in ("$/h", "Pods") else "left")
+        columns = ["NodeClaim", "NodePool", "Type", "Zone", "Capacity", "$/h", "Pods"]
+        columns += ["CPU", "Memory", "Arch", "Options"] if wide else ["Options"]
+        numeric = ("$/h", "Pods", "CPU", "Memory")
+        for column in columns:
+            table.add_column(column, justify="right" if column in numeric else "left")
         for claim in doc["nodeClaims"]:
             options = claim["instanceTypeOptions"]
             shown = ", ".join(options[:3]) + (f" (+{len(options) - 3})" if len(options) > 3 else "")
-            table.add_row(
+            cells = [
                 claim["name"],
                 claim["nodePool"],
                 claim.get("instanceType") or "-",
@@ -152,16 +164,29 @@ def _render_table(result: planning.Plan, console: Console) -> None:
                 claim.get("capacityType", "-"),
                 f"{claim['pricePerHour']:.4f}" if "pricePerHour" in claim else "-",
                 str(len(claim["pods"])),
-                shown,
-            )
+            ]
+            if wide:
+                requests = claim.get("requests", {})
+                arch = claim.get("labels", {}).get("kubernetes.io/arch", "-")
+                cells += [requests.get("cpu", "-"), requests.get("memory", "-"), arch]
+                cells.append(f"{len(options)}: {shown}")
+            else:
+                cells.append(shown)
+            table.add_row(*cells)
         console.print(table)
     bound = {pod: node for pod, node in doc["bindings"].items()}
     if bound:
         table = Table(title="Pod placements", title_justify="left")
         table.add_column("Pod")
         table.add_column("Node / NodeClaim")
+        claims = {claim["name"]: claim for claim in doc["nodeClaims"]}
+        if wide:
+            table.add_column("Type")
+            table.add_column("Zone")
         for pod, node in bound.items():
-            table.add_row(pod, node)
+            claim = claims.get(node, {})
+            extra = [claim.get("instanceType") or "-", claim.get("zone", "-")] if wide else []
+            table.add_row(pod, node, *extra)
         console.print(table)
     if doc["unschedulable"]:
         console.print("[bold red]Unschedulable pods[/bold red]")
@@ -202,35 +227,103 @@ def _render_table(result: planning.Plan, console: Console) -> None:
         )
 
 
+class Packing(enum.StrEnum):
+    """``--packing``: upstream's packing, or a re-packing onto the LP's instance-type mix."""
+
+    faithful = "faithful"
+    optimized = "optimized"
+
+
 def plan(
-    files: list[Path] = typer.Option(..., "-f", "--filename", help="YAML files or folders to read."),
-    catalog: str = typer.Option("aws:us-east-1", "--catalog", help="aws:<region> or a catalog file."),
-    output: str = typer.Option("table", "--output", "-o", help="table | json | yaml"),
+    files: list[Path] = typer.Option(
+        ..., "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
+    ),
+    catalog: str = typer.Option(
+        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
+    ),
+    output: WideOutput = typer.Option(
+        WideOutput.table, "--output", "-o", help="A table (wide: more columns), or the Plan document."
+    ),
     prices: Path | None = typer.Option(
-        None, "--prices", help="CSV: region,instance_type,capacity_type,usd_per_hour"
+        None, "--prices", metavar="FILE", help="CSV: region,instance_type,capacity_type,usd_per_hour"
     ),
     spot_price_ratio: float = typer.Option(
-        0.4, "--spot-price-ratio", help="Spot price = on-demand x ratio (a model)."
+        0.4, "--spot-price-ratio", metavar="RATIO", help="Spot price = on-demand x ratio (a model)."
     ),
     on_demand_discount: float = typer.Option(
-        0.0, "--on-demand-discount", help="Savings Plans / RIs, e.g. 0.28."
+        0.0, "--on-demand-discount", metavar="FRACTION", help="Savings Plans / RIs, e.g. 0.28."
     ),
     bound: bool = typer.Option(
         False, "--bound", help="Also print cost / an LP lower bound on any node set that fits the pods."
     ),
-    packing: str = typer.Option(
-        "faithful", "--packing", help="faithful (upstream's packing) | optimized (re-pack onto the LP's mix)."
+    packing: Packing = typer.Option(
+        Packing.faithful,
+        "--packing",
+        help="faithful (upstream's packing) or optimized (re-pack onto the LP's mix).",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="An unknown field is an error (exit 2; that object is not used)."
+    ),
+    assume_node_classes: bool = typer.Option(
+        False,
+        "--assume-nodeclasses",
+        help="Plan a NodePool whose NodeClass is not in FILES as if it were (default: it launches nothing).",
     ),
 ) -> None:
     """Plan the NodeClaims karpy would launch for the pending pods in FILES."""
-    if output not in ("table", "json", "yaml"):
-        typer.echo(f"error: --output must be table, json or yaml, not {output!r}", err=True)
+    from karpy.cli import progress
+
+    with progress.steps() as step:
+        step("reading " + ", ".join(str(f) for f in files))
+        result, loaded = _run(
+            files,
+            catalog,
+            prices,
+            spot_price_ratio,
+            on_demand_discount,
+            bound,
+            packing.value,
+            step,
+            strict=strict,
+            assume_node_classes=assume_node_classes,
+        )
+    if output is WideOutput.json:
+        sys.stdout.write(json.dumps(plan_document(result), indent=2) + "\n")
+    elif output is WideOutput.yaml:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(plan_document(result), sort_keys=False))
+    else:
+        from rich.console import Console
+
+        _render_table(result, Console(width=160), wide=output is WideOutput.wide)
+    if loaded.problems:
         raise typer.Exit(2)
-    if packing not in planning.PACKINGS:
-        typer.echo(f"error: --packing must be faithful or optimized, not {packing!r}", err=True)
-        raise typer.Exit(2)
-    loaded = api_load.load_paths(files)
+
+
+def _run(
+    files: list[Path],
+    catalog: str,
+    prices: Path | None,
+    spot_price_ratio: float,
+    on_demand_discount: float,
+    bound: bool,
+    packing: str,
+    step: Callable[[str], None],
+    *,
+    strict: bool = False,
+    assume_node_classes: bool = False,
+) -> tuple[planning.Plan, api_load.Loaded]:
+    """Read FILES and solve: the plan and what was loaded (exit 2 on bad input)."""
+    from karpy import planning
+    from karpy import settings as settings_mod
+    from karpy.api import load as api_load
+    from karpy.catalog import prices as prices_mod
+    from karpy.cli import inputs
+
+    loaded = api_load.load_paths(files, strict=strict)
     inputs.echo(loaded)
+    step(f"solving for {len(loaded.pods)} pods")
     settings = settings_mod.Settings(
         scheduling=settings_mod.SchedulingSettings(packing=packing),
         pricing=settings_mod.PricingSettings(
@@ -240,16 +333,15 @@ def plan(
     try:
         overrides = prices_mod.load_prices_csv(prices) if prices is not None else None
         result = planning.make_plan(
-            loaded, catalog_spec=catalog, settings=settings, prices=overrides, bound=bound
+            loaded,
+            catalog_spec=catalog,
+            settings=settings,
+            prices=overrides,
+            bound=bound,
+            assume_node_classes=assume_node_classes,
         )
     except InputError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    if output == "json":
-        sys.stdout.write(json.dumps(plan_document(result), indent=2) + "\n")
-    elif output == "yaml":
-        sys.stdout.write(yaml.safe_dump(plan_document(result), sort_keys=False))
-    else:
-        _render_table(result, Console(width=160))
-    if loaded.problems:
-        raise typer.Exit(2)
+    inputs.echo_skipped_pools(result.skipped_pools)
+    return result, loaded

@@ -7,45 +7,64 @@ without both), every run from the ``--from-snapshot`` folder when given (each of
 printed once), shows a progress bar, prints a side-by-side table with one scheduler consistency
 line per karpy run under it, and writes ``--json``
 (``{"scenario", "seed", "runs": {name: figures}}``, identical for the same scenario and seed)
-and ``--report`` (an HTML page, when :mod:`karpy.sim.report` is installed). A malformed
+and ``--report`` (an HTML page, when :mod:`karpy.sim.report` is installed); ``-o json|yaml``
+prints that document on stdout instead of the table. Both output paths are checked before the
+first run starts (a file where a folder must be, no permission: one line, exit 2). A malformed
 scenario prints one line per problem (file and field path) and exits 2. See
 ``docs/simulation.md``.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from karpy import native
-from karpy.api import common, encode
+from karpy.cli import conventions
+from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
-from karpy.sim import consistency, runner
-from karpy.sim import report as report_mod
-from karpy.sim import scenario as scenario_mod
 
-__all__ = ["document", "simulate"]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
 
-CA = runner.CLUSTER_AUTOSCALER
-_ABLATIONS = {
-    "karpy-no-spot": runner.Overrides(no_spot=True),
-    "karpy-no-consolidation": runner.Overrides(no_consolidation=True),
-    "karpy-no-spot-no-consolidation": runner.Overrides(no_spot=True, no_consolidation=True),
+    from karpy.sim import runner
+    from karpy.sim import scenario as scenario_mod
+
+__all__ = ["Baseline", "Scoring", "document", "simulate"]
+
+CA = "cluster-autoscaler"  # karpy.sim.runner.CLUSTER_AUTOSCALER, named without loading the simulator
+_ABLATIONS: dict[str, dict[str, bool]] = {  # runner.Overrides of each ablation run
+    "karpy-no-spot": {"no_spot": True},
+    "karpy-no-consolidation": {"no_consolidation": True},
+    "karpy-no-spot-no-consolidation": {"no_spot": True, "no_consolidation": True},
 }
+
+
+class Baseline(enum.StrEnum):
+    """``--compare``: the baselines a scenario can also run under."""
+
+    cluster_autoscaler = CA
+
+
+class Scoring(enum.StrEnum):
+    """``--scoring``: kube-scheduler's NodeResourcesFit strategy."""
+
+    LeastAllocated = "LeastAllocated"
+    MostAllocated = "MostAllocated"
 
 
 def document(
     scenario: scenario_mod.Scenario, seed: int, results: dict[str, runner.RunResult]
 ) -> dict[str, Any]:
     """The ``--json`` document (no wall-clock figures, so it is reproducible)."""
+    from karpy.api import common, encode
+
     first = next(iter(results.values()), None)
     return {
         "apiVersion": common.KARPY_API_VERSION,
@@ -67,6 +86,10 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 
 def _table(doc: dict[str, Any], walls: dict[str, float]) -> Table:
+    from rich.table import Table
+
+    from karpy import native
+
     runs = doc["runs"]
     table = Table(
         title=f"karpy simulate — {doc['scenario']} (seed {doc['seed']})",
@@ -113,6 +136,8 @@ def _table(doc: dict[str, Any], walls: dict[str, float]) -> Table:
 
 
 def _until(text: str | None) -> float | None:
+    from karpy.api import common
+
     if text is None:
         return None
     try:
@@ -131,71 +156,105 @@ def _fail(lines: list[str]) -> typer.Exit:
 
 
 def simulate(
-    scenario: Path = typer.Argument(..., help="A kind: Simulation YAML file."),
+    scenario: Path = typer.Argument(..., metavar="SCENARIO", help="A kind: Simulation YAML file."),
     seed: int = typer.Option(
-        1, "--seed", help="Seed of the run's randomness (launch latency, interruptions)."
+        1, "--seed", metavar="N", help="Seed of the run's randomness (launch latency, interruptions)."
     ),
     until: str | None = typer.Option(
-        None, "--until", help="Simulate this long instead of the duration, e.g. 24h."
+        None, "--until", metavar="DURATION", help="Simulate this long instead of the duration, e.g. 24h."
     ),
-    json_out: Path | None = typer.Option(None, "--json", help="Write every figure as JSON."),
-    report: Path | None = typer.Option(None, "--report", help="Write an HTML report with plots."),
-    compare: list[str] = typer.Option([], "--compare", help="Also run a baseline: cluster-autoscaler."),
+    json_out: Path | None = typer.Option(None, "--json", metavar="FILE", help="Write every figure as JSON."),
+    report: Path | None = typer.Option(
+        None, "--report", metavar="FILE", help="Write an HTML report with plots."
+    ),
+    output: Output = typer.Option(
+        Output.table, "--output", "-o", help="The table, or the SimulationResult document on stdout."
+    ),
+    compare: list[Baseline] = typer.Option([], "--compare", help="Also run a baseline (repeatable)."),
     compare_with: list[Path] = typer.Option(
-        [], "--compare-with", help="Also run karpy with this file's NodePools/NodeClasses on the same trace."
+        [],
+        "--compare-with",
+        metavar="FILE",
+        help="Also run karpy with this file's NodePools/NodeClasses on the same trace.",
     ),
     ablations: bool = typer.Option(False, "--ablations", help="Also run karpy without spot / consolidation."),
-    scoring: str | None = typer.Option(
-        None, "--scoring", help="Scheduler scoring: LeastAllocated | MostAllocated."
-    ),
+    scoring: Scoring | None = typer.Option(None, "--scoring", help="Scheduler scoring strategy."),
     show_progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
     from_snapshot: Path | None = typer.Option(
         None,
         "--from-snapshot",
+        metavar="DIR",
         help="Start from this `karpy snapshot` folder (replaces the scenario's initialState.snapshot).",
+    ),
+    strict: bool = typer.Option(
+        False, "--strict", help="An unknown field of an embedded Kubernetes object is an error (exit 2)."
+    ),
+    max_pods: int = typer.Option(
+        100_000,
+        "--max-pods",
+        metavar="N",
+        min=1,
+        help="The most pods one workload, or all workloads' peaks added up, may reach.",
     ),
 ) -> None:
     """Simulate SCENARIO on a virtual clock with karpy's controllers and compare."""
-    _check_options(scoring, compare)
-    loaded, others, duration = _load(scenario, compare_with, until, from_snapshot)
+    from rich.console import Console
+
+    conventions.check_file(json_out, "--json")
+    conventions.check_file(report, "--report")
+    loaded, others, duration = _load(
+        scenario, compare_with, until, from_snapshot, strict=strict, max_pods=max_pods
+    )
     if CA in compare and loaded.baseline is None:
         raise _fail([f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}"])
-    plan = _plan(loaded, others, compare=compare, ablations=ablations)
-    console = Console(width=160)
+    plan = _plan(loaded, others, compare=[str(c) for c in compare], ablations=ablations)
     err = Console(stderr=True)
     results, walls = _run_all(
-        plan, seed=seed, duration=duration, scoring=scoring, show_progress=show_progress, err=err
+        plan,
+        seed=seed,
+        duration=duration,
+        scoring=None if scoring is None else scoring.value,
+        show_progress=show_progress,
+        err=err,
     )
     doc = document(loaded, seed, results)
-    _print(console, doc, walls)
+    if output is Output.json:
+        typer.echo(json.dumps(doc, indent=2))
+    elif output is Output.yaml:
+        import yaml
+
+        typer.echo(yaml.safe_dump(doc, sort_keys=False), nl=False)
+    else:
+        _print(Console(width=160), doc, walls)
     _write(doc, json_out=json_out, report=report, err=err)
 
 
-_Run = tuple[str, scenario_mod.Scenario, str, runner.Overrides]  # name, scenario, mode, overrides
-
-
-def _check_options(scoring: str | None, compare: list[str]) -> None:
-    """Reject an unknown ``--scoring`` or ``--compare`` baseline (exit 2)."""
-    if scoring is not None and scoring not in ("LeastAllocated", "MostAllocated"):
-        raise _fail([f"--scoring must be LeastAllocated or MostAllocated, not {scoring!r}"])
-    for name in compare:
-        if name != CA:
-            raise _fail([f"--compare: unknown baseline {name!r} (expected {CA})"])
+_Run = tuple[str, "scenario_mod.Scenario", str, "runner.Overrides"]  # name, scenario, mode, overrides
 
 
 def _load(
-    scenario: Path, compare_with: list[Path], until: str | None, snapshot: Path | None = None
+    scenario: Path,
+    compare_with: list[Path],
+    until: str | None,
+    snapshot: Path | None = None,
+    *,
+    strict: bool = False,
+    max_pods: int = 100_000,
 ) -> tuple[scenario_mod.Scenario, list[scenario_mod.Scenario], float | None]:
     """The scenario (from ``snapshot`` when given), the ``--compare-with`` files and the ``--until``
-    duration (exit 2 on a problem)."""
+    duration (exit 2 on a problem); each file's warnings (unknown fields) on stderr."""
+    from karpy.sim import scenario as scenario_mod
+
     try:
-        loaded = scenario_mod.load(scenario, snapshot=snapshot)
-        others = [scenario_mod.load(p) for p in compare_with]
+        loaded = scenario_mod.load(scenario, snapshot=snapshot, strict=strict, max_pods=max_pods)
+        others = [scenario_mod.load(p, strict=strict, max_pods=max_pods) for p in compare_with]
         duration = _until(until)
     except scenario_mod.ScenarioError as exc:
         raise _fail([str(p) for p in exc.problems]) from None
     except InputError as exc:
         raise _fail([str(exc)]) from None
+    for warning in [w for sc in (loaded, *others) for w in sc.warnings]:
+        typer.echo(f"warning: {warning}", err=True)
     return loaded, others, duration
 
 
@@ -207,9 +266,11 @@ def _plan(
     ablations: bool,
 ) -> list[_Run]:
     """The runs, in the order of the table: karpy, its ablations, the baseline, the other configs."""
+    from karpy.sim import runner
+
     plan: list[_Run] = [("karpy", loaded, runner.KARPY, runner.Overrides())]
     if ablations:
-        plan += [(name, loaded, runner.KARPY, o) for name, o in _ABLATIONS.items()]
+        plan += [(name, loaded, runner.KARPY, runner.Overrides(**o)) for name, o in _ABLATIONS.items()]
     if CA in compare:
         plan.append((CA, loaded, CA, runner.Overrides()))
     for other in others:
@@ -229,6 +290,10 @@ def _run_all(
     err: Console,
 ) -> tuple[dict[str, runner.RunResult], dict[str, float]]:
     """Run every entry of ``plan`` under a progress bar: the results and wall times by name."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from karpy.sim import runner
+
     results: dict[str, runner.RunResult] = {}
     walls: dict[str, float] = {}
     warned: set[str] = set()  # the snapshot's warnings, each printed once for all runs
@@ -276,6 +341,9 @@ def _run_all(
 def _print(console: Console, doc: dict[str, Any], walls: dict[str, float]) -> None:
     """The side-by-side table, one scheduler consistency line per karpy run and, with a Cluster
     Autoscaler run, where the savings come from."""
+    from karpy.sim import consistency
+    from karpy.sim import report as report_mod
+
     console.print(_table(doc, walls))
     for name, figures in doc["runs"].items():
         block = figures.get(consistency.KEY)
@@ -293,7 +361,9 @@ def _print(console: Console, doc: dict[str, Any], walls: dict[str, float]) -> No
 
 
 def _write(doc: dict[str, Any], *, json_out: Path | None, report: Path | None, err: Console) -> None:
-    """Write ``--json`` and ``--report`` when asked for."""
+    """Write ``--json`` and ``--report`` when asked for (their paths were checked before the run)."""
+    from karpy.sim import report as report_mod
+
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")

@@ -12,8 +12,9 @@ redo them.
 
 Upstream's ``nodepool.validation`` and ``nodepool.readiness`` (operatorpkg's condition set, root
 ``Ready``), for the NodePools in the cluster state, which are the ones that validated (the
-operator writes ``ValidationSucceeded=False`` for the others; :func:`failed_validation_conditions`
-gives it the matching conditions). ``ValidationSucceeded=True``; ``NodeClassReady`` True when the
+operator writes ``ValidationSucceeded=False`` for the others: a bad value, or with ``--strict`` a
+field karpy does not know; :func:`failed_validation_conditions` gives it the matching
+conditions). ``ValidationSucceeded=True``; ``NodeClassReady`` True when the
 ``nodeClassRef`` names a NodeClass in the state that is not terminating and, for an EC2NodeClass,
 is Ready for its generation, else False (``NodeClassNotFound``, ``NodeClassTerminating``, or the
 EC2NodeClass's own reason); ``Ready`` True when both are, else False with reason

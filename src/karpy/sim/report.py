@@ -1,10 +1,14 @@
-"""Reports of simulation runs: the terminal table, the savings split, and a self-contained HTML page.
+"""Reports of simulation runs: the figures table, the savings split, and a self-contained HTML page.
 
-Input is the ``--json`` document of ``karpy simulate`` (``{"scenario", "seed", "runs":
-{name: figures}}``; figures as :func:`karpy.sim.metrics.summary` makes them, with their
-time series). The HTML page embeds its plots as PNG data (matplotlib, Agg backend) and
-needs no network: nodes, pending pods, accumulated cost, CPU utilisation and cumulative
-disruptions over time, one line per run.
+Input is the ``--json`` document of ``karpy simulate`` (``{"scenario", "seed", "start", "end",
+"runs": {name: figures}}``; figures as :func:`karpy.sim.metrics.summary` makes them, with their
+time series). The HTML page states the simulated window and the seed, has one row per figure
+(every figure of the terminal table, formatted as it is there: utilisation in percent) and,
+when there is a baseline (Cluster Autoscaler, else another configuration), a column of karpy's
+difference to it marked better or worse. Its plots are PNG data embedded in the page
+(matplotlib, Agg backend, loaded only when a page is written), so it needs no network: nodes,
+pending pods, accumulated cost, CPU and memory utilisation and cumulative disruptions over
+time, one line per run, count axes from 0 and legends beside the plot, never over a curve.
 """
 
 from __future__ import annotations
@@ -13,67 +17,155 @@ import base64
 import html
 import io
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # the backend is chosen above, before pyplot loads
-
-__all__ = ["ROWS", "savings_breakdown", "table_rows", "write_html"]
-
-ROWS: list[tuple[str, str]] = [
-    ("cost (USD)", "cost_usd"),
-    ("pending p50 (s)", "pending_seconds.p50"),
-    ("pending p95 (s)", "pending_seconds.p95"),
-    ("pending p99 (s)", "pending_seconds.p99"),
-    ("pending max (s)", "pending_seconds.max"),
-    ("ready p95 (s)", "ready_seconds.p95"),
-    ("pods created", "pods_created"),
-    ("pods never scheduled", "pods_never_scheduled"),
-    ("nodes created", "nodes_created"),
-    ("nodes removed", "nodes_removed"),
-    ("peak nodes", "peak_nodes"),
-    ("evictions", "evictions"),
-    ("disruptions", "disruptions"),
-    ("cpu utilisation", "utilization.cpu"),
-    ("memory utilisation", "utilization.memory"),
-    ("scheduler divergence rate", "scheduler_consistency.divergence_rate"),  # karpy runs only
+__all__ = [
+    "PLOTS",
+    "ROWS",
+    "Row",
+    "baseline",
+    "delta",
+    "figure",
+    "savings_breakdown",
+    "table_rows",
+    "write_html",
 ]
 
-_PLOTS: list[tuple[str, str, str]] = [
-    ("nodes", "Nodes", "nodes"),
-    ("pending", "Pending pods", "pods"),
-    ("cost", "Accumulated cost", "USD"),
-    ("cpu", "CPU requested / allocatable", "fraction"),
-    ("disruptions", "Disruptions (cumulative)", "count"),
+LOWER, HIGHER, NEITHER = "lower", "higher", ""
+KARPY = "karpy"
+CLUSTER_AUTOSCALER = "cluster-autoscaler"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One figure: its label, where it is in a run's figures, which way is better, its format."""
+
+    label: str
+    path: str
+    better: str  # LOWER, HIGHER or NEITHER (no verdict: a count that is neither good nor bad)
+    kind: str  # usd | seconds | count | hours | percent | rate | counts (a mapping of counts)
+    default: float | None = None  # when the path is absent from figures that exist
+
+
+ROWS: list[Row] = [
+    Row("cost (USD)", "cost_usd", LOWER, "usd"),
+    Row("pending p50 (s)", "pending_seconds.p50", LOWER, "seconds"),
+    Row("pending p95 (s)", "pending_seconds.p95", LOWER, "seconds"),
+    Row("pending p99 (s)", "pending_seconds.p99", LOWER, "seconds"),
+    Row("pending max (s)", "pending_seconds.max", LOWER, "seconds"),
+    Row("ready p50 (s)", "ready_seconds.p50", LOWER, "seconds"),
+    Row("ready p95 (s)", "ready_seconds.p95", LOWER, "seconds"),
+    Row("pods created", "pods_created", NEITHER, "count"),
+    Row("pods never scheduled", "pods_never_scheduled", LOWER, "count"),
+    Row("nodes created", "nodes_created", NEITHER, "count"),
+    Row("nodes removed", "nodes_removed", NEITHER, "count"),
+    Row("peak nodes", "peak_nodes", NEITHER, "count"),
+    Row("node-hours", "node_hours", LOWER, "hours"),
+    Row("node-hours (spot)", "node_hours_by_capacity_type.spot", NEITHER, "hours", default=0.0),
+    Row("cpu utilisation", "utilization.cpu", HIGHER, "percent"),
+    Row("memory utilisation", "utilization.memory", HIGHER, "percent"),
+    Row("disruptions", "disruptions", NEITHER, "counts"),
+    Row("evictions", "evictions", LOWER, "count"),
+    Row("scheduler divergence rate", "scheduler_consistency.divergence_rate", LOWER, "rate"),  # karpy's
 ]
 
+# (series key, title, y-axis label, axis kind): count axes have integer ticks from 0
+PLOTS: list[tuple[str, str, str, str]] = [
+    ("nodes", "Nodes", "nodes", "count"),
+    ("pending", "Pending pods", "pods", "count"),
+    ("cost", "Accumulated cost", "USD", "usd"),
+    ("cpu", "CPU utilisation (requested / allocatable)", "utilisation", "percent"),
+    ("memory", "Memory utilisation (requested / allocatable)", "utilisation", "percent"),
+    ("disruptions", "Disruptions (cumulative)", "disruptions", "count"),
+]
 
-def _get(figures: Mapping[str, Any], path: str) -> Any:
+PODS_CREATED_NOTE = (
+    "Pods created counts every pod the workload controllers created, replacements included: a pod "
+    "evicted by a disruption (consolidation, drift, a spot interruption) is recreated, so a run that "
+    "moves pods more creates more of them for the same workload."
+)
+
+
+def _get(figures: Mapping[str, Any], row: Row) -> Any:
     value: Any = figures
-    for part in path.split("."):
+    parts = row.path.split(".")
+    for index, part in enumerate(parts):
         if not isinstance(value, Mapping):
             return None
-        value = value.get(part)
+        if part not in value:
+            return row.default if index == len(parts) - 1 else None
+        value = value[part]
     return value
 
 
-def _cell(value: Any) -> str:
+def _number(value: Any, kind: str) -> str:
+    if kind == "percent":
+        return f"{value:.0%}"
+    if kind == "rate":
+        return f"{value:.4f}"
+    if kind == "hours":
+        return f"{value:,.1f}"
+    if kind == "count":
+        return f"{value:,}" if isinstance(value, int) else f"{value:,.0f}"
+    return f"{value:,.2f}"
+
+
+def _cell(value: Any, kind: str) -> str:
     if value is None:
         return "-"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {v}" for k, v in sorted(value.items())) or "0"
-    if isinstance(value, float):
-        return f"{value:.4f}" if abs(value) < 10 else f"{value:.2f}"
-    return str(value)
+        return ", ".join(f"{k} {v}" for k, v in sorted(value.items())) or "-"
+    return _number(value, kind)
 
 
 def table_rows(runs: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
-    """One row per figure, one column per run (the terminal and HTML tables)."""
-    names = list(runs)
-    return [[label, *(_cell(_get(runs[name], path)) for name in names)] for label, path in ROWS]
+    """One row per figure, one column per run (the HTML table, without its delta column)."""
+    return [[row.label, *(_cell(_get(runs[name], row), row.kind) for name in runs)] for row in ROWS]
+
+
+def baseline(runs: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The run karpy is compared with: Cluster Autoscaler, else another configuration
+    (``--compare-with``), else none (an ablation is not a baseline)."""
+    if KARPY not in runs:
+        return None
+    if CLUSTER_AUTOSCALER in runs:
+        return CLUSTER_AUTOSCALER
+    return next((name for name in runs if name.startswith(KARPY + ":")), None)
+
+
+def _total(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        return float(sum(value.values()))
+    return float(value)
+
+
+def delta(row: Row, ours: Any, theirs: Any) -> tuple[str, str]:
+    """(karpy minus the baseline as text, ``better`` / ``worse`` / ``same`` / "" (no verdict))."""
+    a, b = _total(ours), _total(theirs)
+    if a is None or b is None:
+        return "-", ""
+    diff = a - b
+    if abs(diff) < 1e-9:
+        return "0", "same" if row.better else ""
+    if row.kind == "percent":
+        points = diff * 100
+        text = f"{points:+.0f} pp" if abs(points) >= 0.5 else f"{points:+.1f} pp"
+    else:
+        kind = "count" if row.kind == "counts" else row.kind
+        text = _number(diff, kind)
+        text = text if text.startswith("-") else "+" + text
+        if b and row.kind not in ("count", "counts", "rate"):
+            text += f" ({diff / b:+.0%})"
+    text = text.replace("-", "−")  # a minus sign, not a hyphen
+    if not row.better:
+        return text, ""
+    lower = diff < 0
+    return text, "better" if lower == (row.better == LOWER) else "worse"
 
 
 def savings_breakdown(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, float] | None:
@@ -82,69 +174,153 @@ def savings_breakdown(runs: Mapping[str, Mapping[str, Any]]) -> dict[str, float]
     ``packing`` = CA − karpy without spot and consolidation (instance choice and bin packing),
     ``consolidation`` = that − karpy without spot, ``spot`` = that − karpy.
     """
-    needed = ("cluster-autoscaler", "karpy-no-spot-no-consolidation", "karpy-no-spot", "karpy")
+    needed = (CLUSTER_AUTOSCALER, "karpy-no-spot-no-consolidation", "karpy-no-spot", KARPY)
     if not all(name in runs for name in needed):
         return None
     cost = {name: float(runs[name]["cost_usd"]) for name in needed}
     return {
-        "total": round(cost["cluster-autoscaler"] - cost["karpy"], 4),
+        "total": round(cost[CLUSTER_AUTOSCALER] - cost[KARPY], 4),
         "instance_choice_and_packing": round(
-            cost["cluster-autoscaler"] - cost["karpy-no-spot-no-consolidation"], 4
+            cost[CLUSTER_AUTOSCALER] - cost["karpy-no-spot-no-consolidation"], 4
         ),
         "consolidation": round(cost["karpy-no-spot-no-consolidation"] - cost["karpy-no-spot"], 4),
-        "spot": round(cost["karpy-no-spot"] - cost["karpy"], 4),
+        "spot": round(cost["karpy-no-spot"] - cost[KARPY], 4),
     }
 
 
-def _plot(runs: Mapping[str, Mapping[str, Any]], key: str, title: str, unit: str) -> str:
-    fig, ax = plt.subplots(figsize=(9, 3.2), dpi=90)
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # the backend is chosen above, before pyplot loads
+
+    return plt
+
+
+def figure(runs: Mapping[str, Mapping[str, Any]], key: str, title: str, unit: str, kind: str) -> Any:
+    """One plot (a matplotlib Figure): a line per run, the y axis from 0 (integer ticks for
+    counts, percent for utilisation), the legend to the right of the axes."""
+    from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+    fig, ax = _pyplot().subplots(figsize=(9, 3.2), dpi=90)
+    top = 0.0
     for name, figures in runs.items():
         series = figures.get("series") or {}
         t = [x / 3600.0 for x in series.get("t", [])]
         ys = series.get(key, [])
         if t and ys:
             ax.plot(t[: len(ys)], ys, label=name, linewidth=1.4)
+            top = max(top, *ys)
     ax.set_title(title)
     ax.set_xlabel("hours since start")
     ax.set_ylabel(unit)
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
+    if kind == "percent":
+        ax.yaxis.set_major_formatter(PercentFormatter(xmax=1.0))
+        ax.set_ylim(0.0, max(1.0, top * 1.05))
+    else:
+        if kind == "count":
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(0.0, top * 1.08 if top > 0 else 1.0)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize="small")
+    return fig
+
+
+def _plot(runs: Mapping[str, Mapping[str, Any]], key: str, title: str, unit: str, kind: str) -> str:
+    """One plot as base64 PNG (the legend included: the image grows to the right)."""
+    fig = figure(runs, key, title, unit, kind)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
+    fig.savefig(buffer, format="png", bbox_inches="tight", metadata={"Software": None})
+    _pyplot().close(fig)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _table_html(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table_html(
+    header: Sequence[str], rows: Sequence[Sequence[str]], classes: Sequence[str] | None = None
+) -> str:
+    """A table; ``classes`` (one per row) styles each row's last cell (better / worse)."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    body = []
+    for index, row in enumerate(rows):
+        css = classes[index] if classes is not None else ""
+        cells = [f"<td>{html.escape(c)}</td>" for c in row]
+        if css and cells:
+            cells[-1] = f"<td class='{css}'>{html.escape(row[-1])}</td>"
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _span(seconds: float) -> str:
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else ""]
+    return "".join(parts) + (f"{secs}s" if secs or not any(parts) else "")
+
+
+def _window(document: Mapping[str, Any]) -> str:
+    start, end = document.get("start"), document.get("end")
+    if not start or not end:
+        return "simulated window not recorded"
+    try:
+        length = datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start))
+    except ValueError:
+        return f"simulated window {start} to {end}"
+    return f"simulated window {start} to {end} ({_span(length.total_seconds())})"
+
+
+def _figures_table(runs: Mapping[str, Mapping[str, Any]]) -> str:
+    names = list(runs)
+    base = baseline(runs)
+    rows = table_rows(runs)
+    if base is None:
+        return _table_html(["figure", *names], rows)
+    header = ["figure", *names, f"karpy vs {base}"]
+    classes = []
+    for row, cells in zip(ROWS, rows, strict=True):
+        text, verdict = delta(row, _get(runs[KARPY], row), _get(runs[base], row))
+        cells.append(verdict if verdict == "same" else f"{text} {verdict}".strip())
+        classes.append(verdict)
+    return _table_html(header, rows, classes)
 
 
 def write_html(document: Mapping[str, Any], path: Path) -> None:
     """Write a self-contained HTML report (plots embedded; opens offline in a browser)."""
     runs: Mapping[str, Mapping[str, Any]] = document["runs"]
+    scenario = html.escape(str(document.get("scenario", "")))
+    base = baseline(runs)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
-        f"<title>karpy simulation: {html.escape(str(document.get('scenario', '')))}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1100px}"
+        f"<title>karpy simulation: {scenario}</title>",
+        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-        "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}</style>",
+        "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+        ".better{color:#137333;font-weight:bold}.worse{color:#b3261e;font-weight:bold}"
+        ".note{color:#444;max-width:60em}</style>",
         "</head><body>",
-        f"<h1>Simulation: {html.escape(str(document.get('scenario', '')))}</h1>",
-        f"<p>seed {html.escape(str(document.get('seed', '')))}; runs: {html.escape(', '.join(runs))}. "
-        "Every figure comes from the run (billing log, bindings, node events).</p>",
-        _table_html(["figure", *runs], table_rows(runs)),
+        f"<h1>Simulation: {scenario}</h1>",
+        f"<p>{html.escape(_window(document))}; seed {html.escape(str(document.get('seed', '')))}; "
+        f"runs: {html.escape(', '.join(runs))}. Every figure comes from the run (billing log, "
+        "bindings, node events); wall time, which depends on the machine, is not part of it.</p>",
+        _figures_table(runs),
     ]
+    if base is not None:
+        parts.append(
+            f"<p class='note'>The last column is karpy minus {html.escape(base)}: "
+            "<span class='better'>better</span> or <span class='worse'>worse</span> where a direction "
+            "is better (lower cost, latency, node-hours and evictions; higher utilisation); pp = "
+            "percentage points.</p>"
+        )
+    parts.append(f"<p class='note'>{html.escape(PODS_CREATED_NOTE)}</p>")
     split = savings_breakdown(runs)
     if split is not None:
         parts.append("<h2>Savings against Cluster Autoscaler, by cause</h2>")
-        parts.append(_table_html(["cause", "USD"], [[k, f"{v:.4f}"] for k, v in split.items()]))
-    for key, title, unit in _PLOTS:
+        parts.append(_table_html(["cause", "USD"], [[k, f"{v:,.2f}"] for k, v in split.items()]))
+    for key, title, unit, kind in PLOTS:
         parts.append(f"<h2>{html.escape(title)}</h2>")
-        parts.append(
-            f"<img alt='{html.escape(title)}' src='data:image/png;base64,{_plot(runs, key, title, unit)}'>"
-        )
+        image = _plot(runs, key, title, unit, kind)
+        parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{image}'>")
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")

@@ -3,8 +3,12 @@
 :func:`load` reads the YAML (times of day such as ``07:30`` stay strings, never YAML 1.1
 sexagesimal numbers), validates it with :mod:`karpy.api.simulation`, resolves file paths
 relative to the scenario (catalog, prices, replica CSVs), loads replica curves
-(:mod:`karpy.sim.trace`) and checks cron expressions. Any problem raises
-:class:`ScenarioError`, whose lines name the file and the field path. Embedded Kubernetes
+(:mod:`karpy.sim.trace`, every bad row reported) and checks cron expressions. Any problem raises
+:class:`ScenarioError`, whose lines name the file and the field path; a file of several documents
+(Karpenter manifests, say) is one line naming what it holds. An unknown field of an embedded
+object is a warning (:attr:`Scenario.warnings`; an error with ``strict``). A workload whose peak
+replicas, or workloads whose peaks added up, exceed ``max_pods`` (:data:`MAX_PODS`, 100,000 by
+default: ``karpy simulate --max-pods``) are an error, before any pod is made. Embedded Kubernetes
 objects stay raw dicts (with apiVersion/kind filled in): the runner applies them through the
 in-memory API server. :meth:`Scenario.with_karpy_config` and :meth:`Scenario.ablated` give the
 variants ``--compare-with`` and ``--ablations`` run. Used by the runner and ``karpy simulate``.
@@ -27,12 +31,13 @@ from karpy.api import common
 from karpy.api import load as api_load
 from karpy.api import simulation as schema
 from karpy.catalog import prices as prices_mod
-from karpy.model import errors, labels
+from karpy.model import errors, labels, resources
 from karpy.sim import ca, trace
 from karpy.sim import cloud as sim_cloud
 from karpy.sim import initial as initial_mod
 
 __all__ = [
+    "MAX_PODS",
     "CloudSpec",
     "IceWindow",
     "PodStartup",
@@ -42,6 +47,9 @@ __all__ = [
     "load",
     "parse",
 ]
+
+
+MAX_PODS = 100_000  # pods one workload, or all workloads' peaks added up, may reach (--max-pods)
 
 
 class ScenarioError(errors.InputError):
@@ -77,6 +85,7 @@ class CloudSpec:
     pod_startup: PodStartup = PodStartup()
     spot_interruptions_per_node_hour: float = 0.0
     insufficient: tuple[IceWindow, ...] = ()
+    true_allocatable: sim_cloud.TrueAllocatable | None = None  # cloud.trueAllocatable
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +115,8 @@ class Scenario:
     baseline: ca.CAConfig | None = None  # the baseline.clusterAutoscaler block
     description: str = ""
     initial: initial_mod.InitialState | None = None  # the snapshot the run starts from
+    measured_capacity: bool = False  # settings.measuredCapacity
+    warnings: tuple[api_load.Problem, ...] = ()  # unknown fields of embedded objects
 
     def with_snapshot(self, state: initial_mod.InitialState) -> Scenario:
         """This scenario starting from ``state``: the snapshot's NodePools and NodeClasses when the
@@ -132,12 +143,13 @@ class Scenario:
         return self.start + self.duration
 
     def with_karpy_config(self, other: Scenario) -> Scenario:
-        """This trace with ``other``'s NodePools and NodeClasses (``--compare-with``)."""
+        """This trace with ``other``'s NodePools, NodeClasses and karpy settings (``--compare-with``)."""
         return dataclasses.replace(
             self,
             name=other.name,
             node_pools=other.node_pools,
             node_classes=other.node_classes or self.node_classes,
+            measured_capacity=other.measured_capacity,
         )
 
     def ablated(self, *, no_spot: bool = False, no_consolidation: bool = False) -> Scenario:
@@ -191,23 +203,53 @@ def _object_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(raw.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
-def load(path: Path | str, *, snapshot: Path | str | None = None) -> Scenario:
+def load(
+    path: Path | str,
+    *,
+    snapshot: Path | str | None = None,
+    strict: bool = False,
+    max_pods: int = MAX_PODS,
+) -> Scenario:
     """Read and validate a scenario file, starting from the ``snapshot`` folder when given (it
     replaces the file's ``initialState.snapshot``); raises :class:`ScenarioError`."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError([api_load.Problem(str(path), 0, "", "", "", f"cannot read: {exc}")]) from None
+        raise ScenarioError(
+            [api_load.Problem(str(path), api_load.FILE, "", "", "", f"cannot read: {exc}")]
+        ) from None
     try:
-        raw = yaml.load(text, Loader=_Loader)
+        documents = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         problem = api_load.Problem(str(path), 0, "", "", "", f"YAML syntax error{where}: {what}")
         raise ScenarioError([problem]) from None
-    return parse(raw, file=str(path), base_dir=path.parent, snapshot=snapshot)
+    if len(documents) != 1:
+        raise ScenarioError([api_load.Problem(str(path), api_load.FILE, "", "", "", _not_one(documents))])
+    return parse(
+        documents[0],
+        file=str(path),
+        base_dir=path.parent,
+        snapshot=snapshot,
+        strict=strict,
+        max_pods=max_pods,
+    )
+
+
+def _not_one(documents: Sequence[Any]) -> str:
+    """Why a stream of other than one document is no scenario: what it holds, by kind."""
+    if not documents:
+        return "empty: a Simulation file holds one kind: Simulation document"
+    kinds = [str(d.get("kind") or "?") if isinstance(d, Mapping) else type(d).__name__ for d in documents]
+    shown = ", ".join(kinds[:6]) + (f", ... ({len(kinds) - 6} more)" if len(kinds) > 6 else "")
+    hint = "" if "Simulation" in kinds else "; Kubernetes manifests are read by karpy plan -f"
+    return (
+        f"a Simulation file holds one kind: Simulation document, found {len(documents)} documents: "
+        f"{shown}{hint}"
+    )
 
 
 def _seconds(text: str | None, default: float = 0.0) -> float:
@@ -218,12 +260,18 @@ def _seconds(text: str | None, default: float = 0.0) -> float:
 
 
 def parse(
-    raw: Any, *, file: str = "<scenario>", base_dir: Path | None = None, snapshot: Path | str | None = None
+    raw: Any,
+    *,
+    file: str = "<scenario>",
+    base_dir: Path | None = None,
+    snapshot: Path | str | None = None,
+    strict: bool = False,
+    max_pods: int = MAX_PODS,
 ) -> Scenario:
     """Validate a decoded scenario document (and read its snapshot); raises :class:`ScenarioError`."""
-    sim, problems = schema.validate(raw, file=file)
+    sim, problems = schema.validate(raw, file=file, strict=strict)
     if sim is None:
-        raise ScenarioError(problems)
+        raise ScenarioError([p for p in problems if p.severity == api_load.ERROR])
     base = base_dir or Path(".")
     found: list[api_load.Problem] = []
 
@@ -237,6 +285,7 @@ def parse(
     catalog = _catalog(sim.catalog, resolve, problem)
     pricing = _pricing(sim.pricing, resolve, problem)
     deployments, jobs = _workloads(sim.workloads, resolve, problem)
+    _check_pods(sim.workloads, deployments, jobs, max_pods, problem)
     baseline = _baseline(sim, raw, problem)
     names = [(d.namespace, d.name) for d in deployments] + [(j.namespace, j.name) for j in jobs]
     for key in sorted({k for k in names if names.count(k) > 1}):
@@ -261,6 +310,8 @@ def parse(
         scoring=sim.scheduler.scoring,
         baseline=baseline,
         description=sim.description,
+        measured_capacity=sim.settings.measured_capacity,
+        warnings=tuple(problems),
     )
     return scenario if state is None else scenario.with_snapshot(state)
 
@@ -321,6 +372,35 @@ def _workloads(
             if job is not None:
                 jobs.append(job)
     return deployments, jobs
+
+
+def _peak(deployment: trace.DeploymentTrace) -> int:
+    return max(v for _, v in deployment.replicas.points)
+
+
+def _check_pods(
+    workloads: Sequence[schema.Workload],
+    deployments: Sequence[trace.DeploymentTrace],
+    jobs: Sequence[trace.JobTrace],
+    max_pods: int,
+    problem: _Problem,
+) -> None:
+    """No workload above ``max_pods`` pods (its curve's peak, or a job run's pods), nor all of them
+    together (their peaks added up, an upper bound of the pods at once)."""
+    where = {}
+    for i, wl in enumerate(workloads):
+        meta = (wl.deployment or wl.job or {}).get("metadata") or {}
+        field = "replicas" if wl.deployment is not None else "job.spec.parallelism"
+        where[(meta.get("namespace") or "default", meta.get("name"))] = f"workloads[{i}].{field}"
+    raise_it = f"the cap is {max_pods:,} pods (--max-pods N raises it)"
+    peaks = [(d.namespace, d.name, _peak(d)) for d in deployments]
+    peaks += [(j.namespace, j.name, min(j.parallelism, j.completions)) for j in jobs]
+    for namespace, name, pods in peaks:
+        if pods > max_pods:
+            problem(where.get((namespace, name), "workloads"), f"{pods:,} pods at the peak; {raise_it}")
+    total = sum(pods for *_, pods in peaks)
+    if total > max_pods and all(pods <= max_pods for *_, pods in peaks):
+        problem("workloads", f"the workloads' peaks add up to {total:,} pods; {raise_it}")
 
 
 def _deployment(
@@ -404,12 +484,29 @@ def _cloud_spec(c: schema.Cloud) -> CloudSpec:
             IceWindow(w.instance_type, w.zone, w.capacity_type, w.from_, w.until)
             for w in c.insufficient_capacity
         ),
+        true_allocatable=None if c.true_allocatable is None else _true_allocatable(c.true_allocatable),
+    )
+
+
+def _true_allocatable(spec: schema.TrueAllocatable) -> sim_cloud.TrueAllocatable:
+    def offsets(raw: Mapping[str, str]) -> dict[str, sim_cloud.Offset]:
+        out: dict[str, sim_cloud.Offset] = {}
+        for name, text in raw.items():
+            if text.endswith("%"):
+                out[name] = sim_cloud.Offset(percent=float(text[:-1]))
+            else:
+                out[name] = sim_cloud.Offset(amount=resources.amount(name, text))
+        return out
+
+    return sim_cloud.TrueAllocatable(
+        offsets(spec.offset), {name: offsets(raw) for name, raw in spec.instance_types.items()}
     )
 
 
 def _csv(path: Path, interpolate: str, problem: Any, where: str) -> trace.Curve | None:
     try:
         return trace.load_csv(path, interpolate=interpolate)
-    except errors.InputError as exc:
-        problem(where, str(exc))
+    except trace.TraceError as exc:
+        for line in exc.lines:
+            problem(where, line)
         return None

@@ -4,7 +4,9 @@ A :class:`Curve` is a list of ``(time, replicas)`` points interpolated ``linear`
 whole pods) or as a ``step`` function. Points given as ``"HH:MM"`` are UTC times of day and
 repeat daily (the curve wraps from the last point of a day to the first of the next); a CSV
 file (``time,replicas`` rows; times ``HH:MM[:SS]`` or RFC3339) with absolute times holds its
-first value before and its last after. :func:`scale_events` turns a curve into the replica
+first value before and its last after; it is read as UTF-8 (a spreadsheet's byte-order mark is
+dropped; another encoding or a binary file is one line naming the byte offset) and every bad row is
+reported (:class:`TraceError`). :func:`scale_events` turns a curve into the replica
 changes over a run (sampled every minute and at every breakpoint), :func:`daily_times` expands
 times of day, :func:`cron_times` a cron expression. :func:`schedule` puts all of it on a
 :class:`~karpy.runtime.loop.Loop` against :class:`~karpy.sim.workloads.Workloads`.
@@ -41,6 +43,7 @@ __all__ = [
     "Curve",
     "DeploymentTrace",
     "JobTrace",
+    "TraceError",
     "cron_times",
     "daily_times",
     "load_csv",
@@ -160,43 +163,80 @@ def cron_times(expression: str, start: float, end: float) -> list[float]:
             out.append(t)
 
 
-def load_csv(path: Path, *, interpolate: str = LINEAR) -> Curve:
-    """A curve from ``time,replicas`` rows (a header row is optional)."""
+class TraceError(InputError):
+    """A replica trace that cannot be read; ``lines`` has one line per problem (every bad row)."""
+
+    def __init__(self, lines: Sequence[str]) -> None:
+        more = f" (and {len(lines) - 1} more)" if len(lines) > 1 else ""
+        super().__init__(f"{lines[0]}{more}")
+        self.lines = list(lines)
+
+
+def _csv_text(path: Path) -> str:
+    """The trace's text: UTF-8 (a byte-order mark, as spreadsheets write it, is dropped)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise TraceError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    if b"\x00" in data[:8192]:
+        raise TraceError([f"{path}: a binary file, not a time,replicas CSV"])
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        byte = data[exc.start]
+        raise TraceError(
+            [f"{path}: not UTF-8 text (byte 0x{byte:02x} at offset {exc.start}); save the trace as UTF-8 CSV"]
+        ) from None
+
+
+def load_csv(path: Path, *, interpolate: str = LINEAR) -> Curve:
+    """A curve from ``time,replicas`` rows (a header row is optional); raises :class:`TraceError`
+    naming every bad row (``trace.csv:7: replicas "x" is not an integer``)."""
+    text = _csv_text(path)
     points: list[tuple[float, int]] = []
+    bad: list[str] = []
     daily: bool | None = None
+    previous: tuple[int, float] | None = None  # (line, time) of the last good row
     for lineno, row in enumerate(csv.reader(text.splitlines()), start=1):
         if not row or not "".join(row).strip() or row[0].lstrip().startswith("#"):
             continue
         if len(row) < 2:
-            raise InputError(f"{path}:{lineno}: expected time,replicas")
+            bad.append(f"{path}:{lineno}: expected time,replicas")
+            continue
         stamp, count = row[0].strip(), row[1].strip()
         if lineno == 1 and not count.lstrip("-").isdigit():
             continue  # header
         try:
             replicas = int(count)
         except ValueError:
-            raise InputError(f'{path}:{lineno}: replicas "{count}" is not an integer') from None
+            bad.append(f'{path}:{lineno}: replicas "{count}" is not an integer')
+            continue
         if replicas < 0:
-            raise InputError(f"{path}:{lineno}: replicas must not be negative")
+            bad.append(f"{path}:{lineno}: replicas must not be negative")
+            continue
         is_clock = _CLOCK.match(stamp) is not None
         if daily is not None and daily != is_clock:
-            raise InputError(f"{path}:{lineno}: mixes times of day and timestamps")
-        daily = is_clock
+            bad.append(f"{path}:{lineno}: mixes times of day and timestamps")
+            continue
         try:
             when = parse_clock(stamp) if is_clock else _timestamp(stamp)
         except ValueError as exc:
-            raise InputError(f"{path}:{lineno}: {exc}") from None
+            bad.append(f"{path}:{lineno}: {exc}")
+            continue
+        daily = is_clock
+        if previous is not None and when <= previous[1]:
+            bad.append(f"{path}:{lineno}: time {stamp} is not after the time on line {previous[0]}")
+            continue
+        previous = (lineno, when)
         points.append((when, replicas))
+    if bad:
+        raise TraceError(bad)
     if not points:
-        raise InputError(f"{path}: no time,replicas rows")
+        raise TraceError([f"{path}: no time,replicas rows"])
     try:
         return Curve(tuple(points), interpolate, bool(daily))
     except ValueError as exc:
-        raise InputError(f"{path}: {exc}") from None
+        raise TraceError([f"{path}: {exc}"]) from None
 
 
 def _timestamp(text: str) -> float:

@@ -32,7 +32,7 @@ def test_table_with_filters_and_no_fallback_note() -> None:
 
 
 def test_json_rows_and_short_keys() -> None:
-    code, out = invoke("-f", "family=m5", "-f", "cpu<4", "-o", "json")
+    code, out = invoke("--filter", "family=m5", "--filter", "cpu<4", "-o", "json")
     assert code == 0, out
     doc = json.loads(out)
     assert doc["region"] == "us-east-1" and doc["price_fallback"] is False
@@ -47,12 +47,24 @@ def test_json_rows_and_short_keys() -> None:
 
 def test_not_equal_and_multi_value_filters() -> None:
     code, out = invoke(
-        "-f", "instance-family=m5,c5", "-f", "instance-size=large", "-f", "arch!=arm64", "-o", "json"
+        "--filter",
+        "instance-family=m5,c5",
+        "--filter",
+        "instance-size=large",
+        "--filter",
+        "arch!=arm64",
+        "-o",
+        "json",
     )
     assert code == 0, out
     assert [r["name"] for r in json.loads(out)["instance_types"]] == ["c5.large", "m5.large"]
     code, out = invoke(
-        "-f", "karpenter.k8s.aws/instance-gpu-count>4", "-f", "gpu-manufacturer=nvidia", "-o", "json"
+        "--filter",
+        "karpenter.k8s.aws/instance-gpu-count>4",
+        "--filter",
+        "gpu-manufacturer=nvidia",
+        "-o",
+        "json",
     )
     assert code == 0, out
     rows = json.loads(out)["instance_types"]
@@ -60,17 +72,17 @@ def test_not_equal_and_multi_value_filters() -> None:
 
 
 def test_fallback_region_footer() -> None:
-    code, out = invoke("--region", "eu-west-1", "-f", "instance-type=m5.large")
+    code, out = invoke("--region", "eu-west-1", "--filter", "instance-type=m5.large")
     assert code == 0, out
     assert "karpenter-static-fallback-us-east-1" in out
-    code, out = invoke("--region", "eu-west-1", "-f", "instance-type=m5.large", "-o", "json")
+    code, out = invoke("--region", "eu-west-1", "--filter", "instance-type=m5.large", "-o", "json")
     assert json.loads(out)["price_fallback"] is True
 
 
 def test_prices_file_override(tmp_path: Path) -> None:
     path = tmp_path / "p.csv"
     path.write_text("region,instance_type,capacity_type,usd_per_hour\nus-east-1,m5.large,spot,0.001\n")
-    code, out = invoke("--prices", str(path), "-f", "instance-type=m5.large", "-o", "json")
+    code, out = invoke("--prices", str(path), "--filter", "instance-type=m5.large", "-o", "json")
     assert code == 0, out
     assert json.loads(out)["instance_types"][0]["spot_price"] == 0.001
 
@@ -78,9 +90,9 @@ def test_prices_file_override(tmp_path: Path) -> None:
 def test_errors_exit_2() -> None:
     code, out = invoke("--region", "mars-1")
     assert code == 2 and "unknown AWS region 'mars-1'" in out
-    code, _ = invoke("-f", "karpenter.k8s.aws/instance-cpu>many")
+    code, _ = invoke("--filter", "karpenter.k8s.aws/instance-cpu>many")
     assert code == 2
-    code, _ = invoke("-f", "no-operator")
+    code, _ = invoke("--filter", "no-operator")
     assert code == 2
 
 

@@ -115,6 +115,6 @@ def test_bad_now_is_exit_2(now: str) -> None:
 
 
 def test_bad_output_is_exit_2() -> None:
-    result = runner.invoke(app, ["disrupt", "-f", str(EXAMPLE), "--now", AT, "-o", "yaml"])
+    result = runner.invoke(app, ["disrupt", "-f", str(EXAMPLE), "--now", AT, "-o", "xml"])
     assert result.exit_code == 2
     assert "--output" in result.stderr

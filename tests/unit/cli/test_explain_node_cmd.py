@@ -163,7 +163,7 @@ def test_a_node_not_found_exits_2_naming_where_it_looked() -> None:
     ("args", "says"),
     [
         (("ip-10-0-1-14", "-f", str(EXAMPLE), "--now", "yesterday"), "--now"),
-        (("ip-10-0-1-14", "-f", str(EXAMPLE), "-o", "yaml"), "--output"),
+        (("ip-10-0-1-14", "-f", str(EXAMPLE), "-o", "xml"), "--output"),
         (("ip-10-0-1-14",), "-f"),
         (("ip-10-0-1-14", "-f", str(EXAMPLE), "--kubeconfig", "/nonexistent"), "--kubeconfig"),
     ],

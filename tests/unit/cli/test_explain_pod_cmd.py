@@ -99,7 +99,7 @@ def test_a_bare_name_is_in_the_default_namespace_and_not_found_exits_2() -> None
 @pytest.mark.parametrize(
     "args",
     [
-        ("shop/web-0", "-f", str(EXAMPLE), "-o", "yaml"),
+        ("shop/web-0", "-f", str(EXAMPLE), "-o", "xml"),
         ("shop/web-0",),
         ("shop/web-0", "-f", str(EXAMPLE), "--kubeconfig", "/nonexistent"),
     ],

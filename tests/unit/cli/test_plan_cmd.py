@@ -79,7 +79,7 @@ def test_plan_is_deterministic() -> None:
 def test_bad_nodepool_is_one_line_and_exit_2_while_the_rest_is_planned(tmp_path: Path) -> None:
     manifest = tmp_path / "mixed.yaml"
     manifest.write_text(BAD_POOL)
-    result = runner.invoke(app, ["plan", "-f", str(manifest), "-o", "json"])
+    result = runner.invoke(app, ["plan", "-f", str(manifest), "-o", "json", "--assume-nodeclasses"])
     assert result.exit_code == 2
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1

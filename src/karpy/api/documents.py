@@ -1,0 +1,112 @@
+"""YAML files and folders -> documents: ``(file, document index, parsed object or Problem)``.
+
+:func:`read_paths` finds the ``*.yaml``/``*.yml`` files of folders (recursively, sorted), reads
+each as UTF-8 (a byte-order mark is dropped; other bytes are one problem naming the offset),
+splits multi-document streams (a syntax error costs only its own document; timestamps stay
+strings: the schemas parse RFC3339 themselves). A missing or unreadable file is a problem of the
+file itself (index :data:`~karpy.api.problems.FILE`, no document), a path holding no object one
+warning, ``no objects found in PATH``. :mod:`karpy.api.load` validates the documents.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from karpy.api.problems import ERROR, FILE, WARNING, Problem
+
+__all__ = ["Document", "nothing_found", "read_path", "read_paths", "read_text"]
+
+# (file, document index, the parsed document, or a Problem where it could not be read)
+Document = tuple[str, int, object]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps timestamps as strings (the schemas parse RFC3339 themselves)."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+_DOC_START = re.compile(r"^---(?:\s|$)")
+_NOT_CONTENT = re.compile(r"^\s*(?:#.*|%.*)?$")
+
+
+def _split_documents(text: str) -> list[tuple[int, str]]:
+    """(first line index, text) of each document; comments before a leading ``---`` are not one."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if _DOC_START.match(line)]
+    if not starts:
+        return [(0, text)]
+    chunks: list[tuple[int, str]] = []
+    if not all(_NOT_CONTENT.match(line) for line in lines[: starts[0]]):
+        chunks.append((0, "".join(lines[: starts[0]])))
+    for begin, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        chunks.append((begin, "".join(lines[begin:end])))
+    return chunks
+
+
+def read_text(text: str, *, file: str) -> list[Document]:
+    out: list[Document] = []
+    for index, (first_line, chunk) in enumerate(_split_documents(text)):
+        try:
+            raw = yaml.load(chunk, Loader=_Loader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = first_line + mark.line + 1 if mark is not None else None
+            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            where = f" at line {line}, column {mark.column + 1}" if mark is not None and line else ""
+            message = f"YAML syntax error{where}: {what}"
+            out.append((file, index, Problem(file, index, "", "", "", message, line=line)))
+            continue
+        if raw is not None:
+            out.append((file, index, raw))
+    return out
+
+
+def _file_problem(file: str, message: str, severity: str = ERROR) -> tuple[str, list[Document]]:
+    return (file, [(file, FILE, Problem(file, FILE, "", "", "", message, severity))])
+
+
+def _read_file(file: Path) -> tuple[str, list[Document]]:
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        return _file_problem(str(file), f"cannot read: {exc.strerror or exc}")
+    try:
+        text = data.decode("utf-8-sig")  # (a byte-order mark is dropped)
+    except UnicodeDecodeError as exc:
+        message = f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+        return _file_problem(str(file), message)
+    return (str(file), read_text(text, file=str(file)))
+
+
+def read_paths(paths: Sequence[Path]) -> list[tuple[str, list[Document]]]:
+    """Each YAML file of ``paths`` (folders: ``*.yaml``/``*.yml`` found recursively, sorted) with its
+    documents; a missing or unreadable file is one Problem of the file (index :data:`FILE`)."""
+    return [entry for path in paths for entry in read_path(path)]
+
+
+def read_path(path: Path) -> list[tuple[str, list[Document]]]:
+    """:func:`read_paths` of one path."""
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    elif path.exists():
+        files = [path]
+    else:
+        return [_file_problem(str(path), "no such file or directory")]
+    return [_read_file(file) for file in files]
+
+
+def nothing_found(path: Path, found: Sequence[tuple[str, list[Document]]]) -> Problem | None:
+    """The warning for a path whose files (``found``, as :func:`read_path` gives them) hold no
+    document at all: ``no objects found in PATH``; None when they hold one (or a problem)."""
+    if any(docs for _, docs in found):
+        return None
+    what = "" if found else " (no *.yaml or *.yml file)"
+    return Problem("", FILE, "", "", "", f"no objects found in {path}{what}", WARNING)
