@@ -1,8 +1,12 @@
-"""Shared pytest set-up: makes ``tests/`` importable so test modules can ``import builders``,
-and reports errors raised inside the compiled core (``karpy.native``) as failures."""
+"""Shared pytest set-up: makes ``tests/`` and ``tests/adapters/`` importable so test modules can
+``import builders`` or ``from emulator import EmulatorThread``; the Kubernetes emulator fixtures
+(``emu``: a kmock emulator on 127.0.0.1, ``kubectl``: a plain client to it) and
+``restore_logging``; and reports errors raised inside the compiled core (``karpy.native``) as
+failures."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import traceback
 from collections.abc import Iterator
@@ -13,8 +17,38 @@ from typing import Any
 import pytest
 
 _TESTS = str(Path(__file__).resolve().parent)
-if _TESTS not in sys.path:
-    sys.path.insert(0, _TESTS)
+for _path in (_TESTS, str(Path(_TESTS) / "adapters")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from emulator import EmulatorThread  # noqa: E402
+
+from karpy.adapters.kube.client import KubeClient  # noqa: E402
+
+
+@pytest.fixture
+def emu() -> Iterator[EmulatorThread]:
+    thread = EmulatorThread()
+    yield thread
+    thread.stop()
+
+
+@pytest.fixture
+def kubectl(emu: EmulatorThread) -> Iterator[KubeClient]:
+    """A client standing in for kubectl and the test's kube-scheduler (identity ``kubectl``)."""
+    client = KubeClient(host=emu.url, identity="kubectl", timeout=5.0).start()
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """The root logger's handlers and level as they were (a command run in-process sets them)."""
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    yield
+    root.handlers[:], level = saved
+    root.setLevel(level)
 
 
 class CompiledCoreError(Exception):

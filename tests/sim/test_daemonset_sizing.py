@@ -9,16 +9,11 @@ launches the sized type; the AWS provider offers EC2 no type cheaper than it.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters"))
-
 import operator_harness
+import pytest
 from emulator import EmulatorThread
 from operator_harness import RunningOperator, wait_for
 
@@ -218,20 +213,6 @@ def _pending(name: str, pool: str) -> dict[str, Any]:
             "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
         },
     }
-
-
-@pytest.fixture
-def emu() -> Iterator[EmulatorThread]:
-    thread = EmulatorThread()
-    yield thread
-    thread.stop()
-
-
-@pytest.fixture
-def kubectl(emu: EmulatorThread) -> Iterator[KubeClient]:
-    client = KubeClient(host=emu.url, identity="kubectl", timeout=5.0).start()
-    yield client
-    client.close()
 
 
 def _claim_of(kubectl: KubeClient, pool: str) -> dict[str, Any] | None:

@@ -10,16 +10,11 @@ while no pod is pending.
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters"))
-
 import operator_harness
+import pytest
 from emulator import EmulatorThread
 from operator_harness import RunningOperator, wait_for
 
@@ -160,20 +155,6 @@ def _pool(annotations: dict[str, str]) -> dict[str, Any]:
             "disruption": {"consolidationPolicy": "WhenEmptyOrUnderutilized", "consolidateAfter": "30s"},
         },
     }
-
-
-@pytest.fixture
-def emu() -> Iterator[EmulatorThread]:
-    thread = EmulatorThread()
-    yield thread
-    thread.stop()
-
-
-@pytest.fixture
-def kubectl(emu: EmulatorThread) -> Iterator[KubeClient]:
-    client = KubeClient(host=emu.url, identity="kubectl", timeout=5.0).start()
-    yield client
-    client.close()
 
 
 def test_the_operator_launches_a_nodeclaim_for_headroom_with_no_pending_pod(

@@ -10,16 +10,11 @@ emulator over HTTP) does the same with a Deployment written by hand.
 from __future__ import annotations
 
 import datetime as dt
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "adapters"))
-
 from emulator import EmulatorThread
 from operator_harness import RunningOperator, wait_for
 
@@ -210,20 +205,6 @@ def test_the_shipped_twin_only_turns_the_guard_on() -> None:
 
 
 # -- the operator: the kwok provider against the kmock emulator over HTTP ---------------------------
-
-
-@pytest.fixture
-def emu() -> Iterator[EmulatorThread]:
-    thread = EmulatorThread()
-    yield thread
-    thread.stop()
-
-
-@pytest.fixture
-def kubectl(emu: EmulatorThread) -> Iterator[KubeClient]:
-    client = KubeClient(host=emu.url, identity="kubectl", timeout=5.0).start()
-    yield client
-    client.close()
 
 
 def _pool() -> dict[str, Any]:

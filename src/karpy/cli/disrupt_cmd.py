@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from karpy.cli import options
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -98,16 +99,12 @@ def disrupt(
     files: list[Path] = typer.Option(
         ..., "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
     ),
-    now: str | None = typer.Option(
-        None, "--now", metavar="TIME", help="RFC 3339 time of the pass (default: now)."
-    ),
-    catalog: str = typer.Option(
-        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
-    ),
+    now: str | None = options.NOW,
+    catalog: str = options.CATALOG,
     output: Output = typer.Option(
         Output.table, "--output", "-o", help="A table, or the DisruptionDecision document."
     ),
-    spot_to_spot: bool = typer.Option(False, "--spot-to-spot", help="Enable SpotToSpotConsolidation."),
+    spot_to_spot: bool = options.SPOT_TO_SPOT,
     strict: bool = typer.Option(
         False, "--strict", help="An unknown field is an error (exit 2; that object is not used)."
     ),
@@ -115,15 +112,10 @@ def disrupt(
     """Dry-run one disruption pass: what would be disrupted, and why each node is or is not."""
     from karpy import planning
     from karpy import settings as settings_mod
-    from karpy.api import common as api_common
     from karpy.api import load as api_load
     from karpy.cli import inputs
 
-    try:
-        at = api_common.parse_time(now) if now else datetime.now(UTC).timestamp()
-    except ValueError as exc:
-        typer.echo(f"error: --now: {exc}", err=True)
-        raise typer.Exit(2) from None
+    at = options.pass_time(now)
     loaded = api_load.load_paths(files, strict=strict)
     inputs.echo(loaded)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)

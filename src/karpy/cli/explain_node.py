@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from karpy import settings as settings_mod
-from karpy.cli import inputs
+from karpy.cli import inputs, options
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -279,37 +278,24 @@ def _render_table(exp: NodeExplanation, console: Console) -> None:
 
 def node(
     name: str = typer.Argument(..., metavar="NAME", help="A Node name, or a NodeClaim name."),
-    files: list[Path] | None = typer.Option(
-        None, "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
-    ),
-    kubeconfig: Path | None = typer.Option(
-        None, "--kubeconfig", metavar="FILE", help="Read a live cluster instead."
-    ),
-    context: str | None = typer.Option(None, "--context", metavar="NAME", help="The kubeconfig context."),
-    now: str | None = typer.Option(
-        None, "--now", metavar="TIME", help="RFC 3339 time of the pass (default: now)."
-    ),
-    catalog: str = typer.Option(
-        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
-    ),
+    files: list[Path] | None = options.LIVE_FILES,
+    kubeconfig: Path | None = options.KUBECONFIG,
+    context: str | None = options.CONTEXT,
+    now: str | None = options.NOW,
+    catalog: str = options.CATALOG,
     output: Output = typer.Option(
         Output.table, "--output", "-o", help="A table, or the NodeExplanation document."
     ),
-    spot_to_spot: bool = typer.Option(False, "--spot-to-spot", help="Enable SpotToSpotConsolidation."),
+    spot_to_spot: bool = options.SPOT_TO_SPOT,
     strict: bool = typer.Option(
         False, "--strict", help="An unknown field in FILES is an error (exit 2; that object is not used)."
     ),
 ) -> None:
     """Explain why a node is (not) disrupted, method by method, using the pass karpy disrupt runs."""
     from karpy import planning
-    from karpy.api import common as api_common
     from karpy.core.explain.node import NodeNotFound, explain_node
 
-    try:
-        at = api_common.parse_time(now) if now else datetime.now(UTC).timestamp()
-    except ValueError as exc:
-        typer.echo(f"error: --now: {exc}", err=True)
-        raise typer.Exit(2) from None
+    at = options.pass_time(now)
     loaded, where = inputs.read(files, kubeconfig, context, strict=strict)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
     try:

@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from karpy import settings as settings_mod
-from karpy.cli import inputs
+from karpy.cli import inputs, options
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -191,16 +191,10 @@ def _render_table(exp: PodExplanation, console: Console) -> None:
 
 def pod(
     name: str = typer.Argument(..., metavar="NAMESPACE/NAME", help="The pod (a bare NAME is default/NAME)."),
-    files: list[Path] | None = typer.Option(
-        None, "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
-    ),
-    kubeconfig: Path | None = typer.Option(
-        None, "--kubeconfig", metavar="FILE", help="Read a live cluster instead."
-    ),
-    context: str | None = typer.Option(None, "--context", metavar="NAME", help="The kubeconfig context."),
-    catalog: str = typer.Option(
-        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
-    ),
+    files: list[Path] | None = options.LIVE_FILES,
+    kubeconfig: Path | None = options.KUBECONFIG,
+    context: str | None = options.CONTEXT,
+    catalog: str = options.CATALOG,
     output: Output = typer.Option(
         Output.table, "--output", "-o", help="A table, or the PodExplanation document."
     ),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from karpy.cli import options
 from karpy.cli.conventions import WideOutput
 from karpy.model.errors import InputError
 
@@ -238,9 +239,7 @@ def plan(
     files: list[Path] = typer.Option(
         ..., "-f", "--filename", metavar="PATH", help="YAML files or folders to read (repeatable)."
     ),
-    catalog: str = typer.Option(
-        "aws:us-east-1", "--catalog", metavar="CATALOG", help="aws:<region> or a catalog file."
-    ),
+    catalog: str = options.CATALOG,
     output: WideOutput = typer.Option(
         WideOutput.table, "--output", "-o", help="A table (wide: more columns), or the Plan document."
     ),
