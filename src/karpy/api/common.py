@@ -53,6 +53,7 @@ __all__ = [
     "one_of",
     "parse_duration",
     "parse_time",
+    "strip_annotation",
 ]
 
 KARPY_API_VERSION = "karpy.dev/v1alpha1"  # karpy's own documents: Simulation, Plan, DisruptionDecision, ...
@@ -381,8 +382,8 @@ class Toleration(K8sModel):
 # --- error locations -----------------------------------------------------------------
 
 
-def _strip(tp: Any) -> Any:
-    """Unwrap Annotated[...] and Optional[...] down to the payload type."""
+def strip_annotation(tp: Any) -> Any:
+    """Unwrap Annotated[...] and Optional[...] down to the payload type (a union of several: Any)."""
     while True:
         origin = typing.get_origin(tp)
         if origin is Annotated:
@@ -408,7 +409,7 @@ def format_loc(root: type[BaseModel], loc: Sequence[str | int]) -> str:
     text = ""
     tp: Any = root
     for part in loc:
-        tp = _strip(tp)
+        tp = strip_annotation(tp)
         origin = typing.get_origin(tp)
         if isinstance(part, int):
             text += f"[{part}]"

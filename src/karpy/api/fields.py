@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import difflib
 import functools
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -159,27 +158,12 @@ class Unknown:
         return "unknown field" + (f"; did you mean {self.nearest}?" if self.nearest else "")
 
 
-def _strip(tp: Any) -> Any:
-    """Annotated[...] and Optional[...] down to the payload (a union of several: Any)."""
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (typing.Union, types.UnionType):
-            members = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(members) != 1:
-                return Any
-            tp = members[0]
-        else:
-            return tp
-
-
 # How a value is walked: a struct (its model), a list or a map of a walked shape; None: not walked.
 _Shape = tuple[str, Any] | None
 
 
 def _shape(tp: Any) -> _Shape:
-    tp = _strip(tp)
+    tp = common.strip_annotation(tp)
     origin = typing.get_origin(tp)
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return None if tp in _NOT_CHECKED else ("struct", tp)
