@@ -122,6 +122,8 @@ def test_the_operator_provisions_over_stock_kmock_with_namespace_optional(
             "EC2NodeClass",
             "DaemonSet",
             "PodDisruptionBudget",
+            "Deployment",
+            "StatefulSet",
         }
         assert time.monotonic() < deadline
     finally:

@@ -92,6 +92,11 @@ def _metric(parts: Parts, name: str) -> float | None:
     return parts.metrics.registry.get_sample_value(name, {"kind": "instance_types"})
 
 
+# Differences that come from moto's own data and change with its release, not from karpy: moto
+# 5.2.6 offers spot for trn2u.48xlarge, which the shipped EC2 data (and moto 5.2.5) do not.
+MOTO_DRIFT = {"trn2u.48xlarge.capacity_types: live ('on-demand', 'spot') != shipped ('on-demand',)"}
+
+
 def test_live_shapes_equal_the_shipped_shapes(aws: sdk.Clients) -> None:
     """Every type moto's DescribeInstanceTypes returns in us-west-2: same fields, same allocatable.
 
@@ -112,7 +117,7 @@ def test_live_shapes_equal_the_shipped_shapes(aws: sdk.Clients) -> None:
         for f in dataclasses.fields(got)
         if getattr(got, f.name) != getattr(want, f.name)
     ]
-    assert diffs == []
+    assert set(diffs) <= MOTO_DRIFT
     assert all(capacity.allocatable(got) == capacity.allocatable(want) for got, want in pairs)
     missing = {n for n, s in shipped.items() if s.karpenter_eligible and parts.provider.shape(n) is None}
     assert missing == {"c1.medium", "c3.large", "m1.medium", "m1.small", "t1.micro"} | {
