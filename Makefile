@@ -39,9 +39,17 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# Tests that only compute run on every core (pytest-xdist); those with real servers, subprocesses
+# and wall-clock bounds (the operator, its faults, the providers) run alone, as their timings
+# assume. tests/architecture/test_makefile.py keeps every test folder in one of the two lists.
+PARALLEL_TESTS := tests/unit tests/conformance tests/sim tests/architecture tests/docs tests/deploy
+SERIAL_TESTS := tests/adapters tests/controllers tests/providers
+PYTEST_CHECK = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 1; fi; [ $$rc -eq 0 ] || exit $$rc
+
 unit: $(STAMP) $(NATIVE_STAMP)
 	$(BIN)/python scripts/check_vendored.py
-	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 1; fi; exit $$rc
+	$(BIN)/pytest -n auto $(PARALLEL_TESTS); $(PYTEST_CHECK)
+	$(BIN)/pytest $(SERIAL_TESTS); $(PYTEST_CHECK)
 
 conformance: $(STAMP) $(NATIVE_STAMP)
 	$(BIN)/karpy conformance tests/conformance
