@@ -230,7 +230,9 @@ def test_at_most_max_in_flight_requests_reach_the_server_at_once(
     assert [r["metadata"]["name"] for r in results] == [f"n{i:02d}" for i in range(40)]  # in order
     assert slowed.peak == 4  # concurrent, and never more than 4 at once
     assert client.peak_in_flight == 4
-    assert 0.5 <= took < 1.5, took  # 10 rounds of 50 ms; one by one would be 2 s
+    # 10 rounds of 50 ms; one by one would be 2 s (the peaks above prove the concurrency; this bound
+    # only rules out running them one by one, with room for a busy machine)
+    assert 0.5 <= took < 1.9, took
 
 
 def test_the_token_bucket_holds_burst_then_qps_and_a_charge_never_waits() -> None:
