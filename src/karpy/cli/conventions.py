@@ -106,62 +106,42 @@ def _one_line(exc: _click.exceptions.UsageError) -> typer.Exit:
     return typer.Exit(exc.exit_code)
 
 
-class Command(TyperCommand):
+class _Conventions(_click.Command):
+    """Help with metavars, never Python types; usage errors in one line (shared by both below)."""
+
+    def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
+        params = super().get_params(ctx)
+        for param in params:
+            _tidy(param)
+        return params
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: _click.Context | None = None, **extra: Any
+    ) -> _click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except _click.exceptions.NoArgsIsHelpError:
+            raise
+        except _click.exceptions.UsageError as exc:
+            raise _one_line(exc) from None
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _click.exceptions.NoArgsIsHelpError:
+            raise
+        except _click.exceptions.UsageError as exc:
+            raise _one_line(exc) from None
+
+
+class Command(_Conventions, TyperCommand):
     """A typer command whose help shows metavars, never Python types, and whose usage errors
     are one line."""
 
-    def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
-        params = super().get_params(ctx)
-        for param in params:
-            _tidy(param)
-        return params
 
-    def make_context(
-        self, info_name: str | None, args: list[str], parent: _click.Context | None = None, **extra: Any
-    ) -> _click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except _click.exceptions.NoArgsIsHelpError:
-            raise
-        except _click.exceptions.UsageError as exc:
-            raise _one_line(exc) from None
-
-    def invoke(self, ctx: _click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except _click.exceptions.NoArgsIsHelpError:
-            raise
-        except _click.exceptions.UsageError as exc:
-            raise _one_line(exc) from None
-
-
-class Group(TyperGroup):
+class Group(_Conventions, TyperGroup):
     """A typer group whose help shows metavars, never Python types, and whose usage errors
     (an unknown command or option) are one line."""
-
-    def get_params(self, ctx: _click.Context) -> list[_click.Parameter]:
-        params = super().get_params(ctx)
-        for param in params:
-            _tidy(param)
-        return params
-
-    def make_context(
-        self, info_name: str | None, args: list[str], parent: _click.Context | None = None, **extra: Any
-    ) -> _click.Context:
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except _click.exceptions.NoArgsIsHelpError:
-            raise
-        except _click.exceptions.UsageError as exc:
-            raise _one_line(exc) from None
-
-    def invoke(self, ctx: _click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except _click.exceptions.NoArgsIsHelpError:
-            raise
-        except _click.exceptions.UsageError as exc:
-            raise _one_line(exc) from None
 
 
 def _fail(line: str) -> typer.Exit:
