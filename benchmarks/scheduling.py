@@ -88,13 +88,10 @@ def fake_price(index: int) -> float:
     return 0.1 * cpu + 0.1 * memory_bytes / 1e9
 
 
-def fake_instance_types(count: int = 400) -> Catalog:
-    """Upstream ``fake.InstanceTypes(count)``: type i is ``fake-it-i`` with cpu i+1, memory 2(i+1)Gi,
-    pods 10(i+1), overhead 100m/10Mi, amd64, linux/windows/darwin, five offerings at one price.
-
-    Built through the conformance catalog reader, so the fake's extra labels (``size``,
-    ``special``, ``integer``) are well-known exactly as in ``shared/conformance/catalogs``.
-    """
+def fake_catalog_entries(count: int = 400) -> list[dict[str, Any]]:
+    """Upstream ``fake.InstanceTypes(count)`` as conformance-format catalog entries: type i is
+    ``fake-it-i`` with cpu i+1, memory 2(i+1)Gi, pods 10(i+1), overhead 100m/10Mi, amd64,
+    linux/windows/darwin, five offerings at one price."""
     entries: list[dict[str, Any]] = []
     for i in range(count):
         cpu, mem_gi = i + 1, 2 * (i + 1)
@@ -121,7 +118,14 @@ def fake_instance_types(count: int = 400) -> Catalog:
                 ],
             }
         )
-    return conformance_catalog.from_entries(entries, "karpenter-fake-benchmark")
+    return entries
+
+
+def fake_instance_types(count: int = 400) -> Catalog:
+    """:func:`fake_catalog_entries` as a catalog, built through the conformance catalog reader, so
+    the fake's extra labels (``size``, ``special``, ``integer``) are well-known exactly as in
+    ``shared/conformance/catalogs``."""
+    return conformance_catalog.from_entries(fake_catalog_entries(count), "karpenter-fake-benchmark")
 
 
 def _random_requests(rng: random.Random) -> Resources:

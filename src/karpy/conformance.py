@@ -245,8 +245,9 @@ def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, 
         placed[pod_key] = _Placed(node_name, node_labels.get(node_name, {}), False)
     new_per_pool: Counter[str] = Counter()
     launched = 0
+    rank = scheduling.catalog_rank(catalog_order)
     for claim in results.new_claims:
-        node = scheduling.launch(claim, catalog_order, well_known=catalog.well_known)
+        node = scheduling.launch(claim, rank, well_known=catalog.well_known)
         if node is None:
             continue
         launched += 1

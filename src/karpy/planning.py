@@ -17,20 +17,23 @@ alone) plans them as if their NodeClass were there (the catalog's defaults).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from karpy import catalog as catalog_mod
 from karpy import settings as settings_mod
 from karpy.api import load as api_load
-from karpy.core import disruption, scheduling
-from karpy.core.optimize import bound as bound_mod
-from karpy.core.optimize import repack
+from karpy.core import scheduling
 from karpy.core.snapshot import Snapshot
 from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import NodeClass
 from karpy.model.objects import NodePool
 from karpy.state.cluster import Cluster
 from karpy.state.events import ObjectEvent
+
+if TYPE_CHECKING:  # imported where used: a plain plan loads neither the LP nor the disruption core
+    from karpy.core import disruption
+    from karpy.core.optimize import bound as bound_mod
+    from karpy.core.optimize import repack
 
 __all__ = [
     "PACKINGS",
@@ -188,8 +191,9 @@ def plan_snapshot(
     results = scheduling.solve(snapshot)
     launched: list[scheduling.Launched] = []
     unlaunchable: list[scheduling.PlannedClaim] = []
+    rank = scheduling.catalog_rank(catalog_order)
     for claim in results.new_claims:
-        node = scheduling.launch(claim, catalog_order, well_known=well_known)
+        node = scheduling.launch(claim, rank, well_known=well_known)
         if node is None:
             unlaunchable.append(claim)
         else:
@@ -197,6 +201,8 @@ def plan_snapshot(
     pending = len(snapshot.pending_pods())
     plan = Plan(catalog, results, tuple(launched), tuple(unlaunchable), pending)
     if packing == "optimized":
+        from karpy.core.optimize import repack
+
         done = repack.repack(snapshot, results, launched, catalog_order=catalog_order, well_known=well_known)
         plan = replace(
             plan,
@@ -210,6 +216,8 @@ def plan_snapshot(
         placed = set(results.existing)
         placed.update(p.key for node in launched for p in node.claim.pods)
         pods = [p for p in snapshot.pending_pods() if p.key in placed]
+        from karpy.core.optimize import bound as bound_mod
+
         plan = replace(plan, bound=bound_mod.lower_bound(snapshot, pods))
     return plan
 
@@ -231,6 +239,8 @@ def disrupt(
     prices: dict[Any, float] | None = None,
 ) -> DryRun:
     """One disruption pass at ``now`` over the objects read from files (nothing is executed)."""
+    from karpy.core import disruption
+
     settings = settings or settings_mod.Settings()
     cluster, base = build_cluster(loaded, catalog_spec=catalog_spec, settings=settings, prices=prices)
     decision = disruption.compute(cluster.snapshot(now), now)

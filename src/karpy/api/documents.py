@@ -13,25 +13,61 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from karpy.api.problems import ERROR, FILE, WARNING, Problem
 
-__all__ = ["Document", "nothing_found", "read_path", "read_paths", "read_text"]
+__all__ = [
+    "Document",
+    "Loader",
+    "PureLoader",
+    "load",
+    "nothing_found",
+    "read_path",
+    "read_paths",
+    "read_text",
+]
 
 # (file, document index, the parsed document, or a Problem where it could not be read)
 Document = tuple[str, int, object]
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that keeps timestamps as strings (the schemas parse RFC3339 themselves)."""
+# libyaml's parser when PyYAML was built with it (about ten times faster on a large file); a
+# document it rejects is read again with PyYAML's own parser, whose verdict and messages stand
+# (they name the offending character, e.g. a tab), so errors read as they always have.
+_SAFE: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+def _without_timestamps(resolvers: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    return {
+        first: [(tag, rx) for tag, rx in found if tag != "tag:yaml.org,2002:timestamp"]
+        for first, found in resolvers.items()
+    }
+
+
+class Loader(_SAFE):  # type: ignore[misc]
+    """The safe loader every YAML input of karpy is read with (plan, disrupt, explain, snapshots,
+    Simulation files): timestamps stay strings (the schemas parse RFC 3339 themselves)."""
+
+
+class PureLoader(yaml.SafeLoader):
+    """:class:`Loader` on PyYAML's pure-Python parser (see :func:`load`)."""
+
+
+Loader.yaml_implicit_resolvers = _without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
+PureLoader.yaml_implicit_resolvers = _without_timestamps(yaml.SafeLoader.yaml_implicit_resolvers)
+
+
+def load(text: str, *, many: bool = False, fast: Any = Loader, pure: Any = PureLoader) -> Any:
+    """``text`` parsed by ``fast`` (libyaml), or where it raises, by ``pure`` (PyYAML's parser,
+    whose documents or error stand); ``many``: the list of every document of the stream."""
+    try:
+        return list(yaml.load_all(text, Loader=fast)) if many else yaml.load(text, Loader=fast)
+    except yaml.YAMLError:
+        return list(yaml.load_all(text, Loader=pure)) if many else yaml.load(text, Loader=pure)
+
 
 _DOC_START = re.compile(r"^---(?:\s|$)")
 _NOT_CONTENT = re.compile(r"^\s*(?:#.*|%.*)?$")
@@ -55,7 +91,7 @@ def read_text(text: str, *, file: str) -> list[Document]:
     out: list[Document] = []
     for index, (first_line, chunk) in enumerate(_split_documents(text)):
         try:
-            raw = yaml.load(chunk, Loader=_Loader)
+            raw = load(chunk)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             line = first_line + mark.line + 1 if mark is not None else None

@@ -25,6 +25,7 @@ shapes (:func:`shapes`).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -267,6 +268,42 @@ def _aws_requirements(s: capacity_mod.Ec2Shape) -> list[Requirement]:
     ]
 
 
+@functools.lru_cache(maxsize=16384)
+def _type_requirements(
+    s: capacity_mod.Ec2Shape,
+    os_req: Requirement,
+    region_req: Requirement,
+    build_req: Requirement | None,
+    type_zones: tuple[str, ...],
+    zone_ids: tuple[str, ...],
+    capacity_types: tuple[str, ...],
+) -> tuple[Requirements, dict[str, str]]:
+    """A type's requirements and the labels read off them (the single-valued, non-offering keys).
+
+    Cached: they depend on the shape and its zones, capacity types and OS only, so every
+    NodeClass of a plan (and every rebuild with new prices or availability) shares them. The
+    returned objects are never mutated by their users.
+    """
+    req_list = [
+        Requirement.in_(labels_mod.INSTANCE_TYPE, s.name),
+        Requirement.in_(labels_mod.ARCH, s.kube_arch or ""),
+        os_req,
+        region_req,
+        Requirement.in_(labels_mod.ZONE, *type_zones),
+        Requirement.in_(ZONE_ID, *zone_ids),
+        Requirement.in_(labels_mod.CAPACITY_TYPE, *capacity_types),
+        build_req or Requirement.does_not_exist(labels_mod.WINDOWS_BUILD),
+        *_aws_requirements(s),
+    ]
+    reqs = Requirements(req_list)  # keys are distinct: labels can be read off the list
+    labels = {
+        req.key: next(iter(req.values))
+        for req in req_list
+        if not req.complement and len(req.values) == 1 and req.key not in _OFFERING_KEYS
+    }
+    return reqs, labels
+
+
 def _offered(s: capacity_mod.Ec2Shape, family: str) -> bool:
     """Whether Karpenter would offer ``s`` to the scheduler under ``family``."""
     if not s.karpenter_eligible or s.kube_arch is None:
@@ -382,35 +419,26 @@ def build_instance_types(
             req_cts = sorted(
                 {*cts, *(o.capacity_type for o in extra)}, key=lambda ct: _CAPACITY_TYPE_ORDER.get(ct, 9)
             )
-        req_list = [
-            Requirement.in_(labels_mod.INSTANCE_TYPE, s.name),
-            Requirement.in_(labels_mod.ARCH, s.kube_arch or ""),
+        reqs, labels = _type_requirements(
+            s,
             os_req,
             region_req,
-            Requirement.in_(labels_mod.ZONE, *type_zones),
-            Requirement.in_(ZONE_ID, *(zone_id[z] for z in type_zones)),
-            Requirement.in_(labels_mod.CAPACITY_TYPE, *req_cts),
-            build_req or Requirement.does_not_exist(labels_mod.WINDOWS_BUILD),
-            *_aws_requirements(s),
-        ]
-        reqs = Requirements(req_list)  # keys are distinct: labels can be read off the list
-        labels = {
-            req.key: next(iter(req.values))
-            for req in req_list
-            if not req.complement and len(req.values) == 1 and req.key not in _OFFERING_KEYS
-        }
+            build_req,
+            tuple(type_zones),
+            tuple(zone_id[z] for z in type_zones),
+            tuple(req_cts),
+        )
+        cap, over = capacity_mod.capacity_and_overhead(
+            s, nodeclass, vm_memory_overhead_percent=vm_overhead, reserved_enis=reserved_enis
+        )
         out.append(
             InstanceType(
                 name=s.name,
                 requirements=reqs,
                 offerings=tuple(offerings),
-                capacity=capacity_mod.capacity(
-                    s, nodeclass, vm_memory_overhead_percent=vm_overhead, reserved_enis=reserved_enis
-                ),
-                overhead=capacity_mod.overhead(
-                    s, nodeclass, vm_memory_overhead_percent=vm_overhead, reserved_enis=reserved_enis
-                ),
-                labels=labels,
+                capacity=cap,
+                overhead=over,
+                labels=dict(labels),
             )
         )
     return tuple(out)
@@ -454,6 +482,10 @@ def _default_instance_types(region: str, pricing: settings_mod.PricingSettings) 
     return _build(region, None, pricing=pricing, prices_override={})
 
 
+_BUILT_MAX = 32
+_built: collections.OrderedDict[tuple[Any, ...], tuple[InstanceType, ...]] = collections.OrderedDict()
+
+
 def _build(
     region: str,
     nodeclass: EC2NodeClass | None,
@@ -461,16 +493,33 @@ def _build(
     pricing: settings_mod.PricingSettings,
     prices_override: Mapping[PriceKey, float],
 ) -> tuple[InstanceType, ...]:
-    return build_instance_types(
+    """The types for ``nodeclass``, built once per distinct capacity view (the NodeClass fields
+    capacity reads, :func:`karpy.core.capacity.capacity_view`), pricing and override: the
+    NodeClasses of one input usually differ only in subnets, roles and tags."""
+    try:
+        capacity_mod.ami_family(nodeclass)
+    except ValueError as exc:
+        raise InputError(f"EC2NodeClass {nodeclass.name if nodeclass else ''}: {exc}") from exc
+    view = capacity_mod.capacity_view(nodeclass)
+    key = (region, repr(view), pricing, tuple(sorted(prices_override.items())))
+    found = _built.get(key)
+    if found is not None:
+        _built.move_to_end(key)
+        return found
+    found = build_instance_types(
         _shapes().values(),
         region=region,
         zones=zones(region),
         offered=zone_offerings(region),
         price_of=shipped_price_of(region, pricing),
-        nodeclass=nodeclass,
+        nodeclass=view,
         pricing=pricing,
         prices_override=prices_override,
     )
+    _built[key] = found
+    if len(_built) > _BUILT_MAX:
+        _built.popitem(last=False)
+    return found
 
 
 def catalog(

@@ -129,6 +129,22 @@ def ami_family(nodeclass: EC2NodeClass | None) -> str:
     return family
 
 
+def capacity_view(nodeclass: EC2NodeClass | None) -> EC2NodeClass | None:
+    """The part of ``nodeclass`` that :func:`ami_family`, :func:`capacity` and :func:`overhead`
+    read (AMI family, kubelet, block devices, instance-store policy), every other field at its
+    default: two NodeClasses with the same view get the same instance types, so a catalog built
+    for one serves the other. A field these functions start to read must be copied here."""
+    if nodeclass is None:
+        return None
+    return EC2NodeClass(
+        name="",
+        ami_family=nodeclass.ami_family,
+        kubelet=nodeclass.kubelet,
+        block_device_mappings=nodeclass.block_device_mappings,
+        instance_store_policy=nodeclass.instance_store_policy,
+    )
+
+
 def is_windows(family: str) -> bool:
     return family in WINDOWS_BUILDS
 
@@ -302,6 +318,24 @@ def overhead(
     cap = capacity(
         shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
     )
+    return _overhead_of(shape, nodeclass, cap)
+
+
+def capacity_and_overhead(
+    shape: Ec2Shape,
+    nodeclass: EC2NodeClass | None = None,
+    *,
+    vm_memory_overhead_percent: float = 0.075,
+    reserved_enis: int = 0,
+) -> tuple[Resources, Resources]:
+    """:func:`capacity` and :func:`overhead` together (the capacity computed once)."""
+    cap = capacity(
+        shape, nodeclass, vm_memory_overhead_percent=vm_memory_overhead_percent, reserved_enis=reserved_enis
+    )
+    return cap, _overhead_of(shape, nodeclass, cap)
+
+
+def _overhead_of(shape: Ec2Shape, nodeclass: EC2NodeClass | None, cap: Resources) -> Resources:
     system = _reserved(_kubelet(nodeclass).system_reserved)
     return _kube(shape, nodeclass, cap) + system + _eviction(nodeclass, cap)
 

@@ -8,6 +8,7 @@ types is computed by :mod:`karpy.core.capacity`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from karpy.model import labels
@@ -48,9 +49,18 @@ class InstanceType:
     labels: dict[str, str] = field(default_factory=dict)
 
     _allocatable: Resources = field(default=EMPTY, init=False, repr=False, compare=False)
+    _floor_price: float = field(default=0.0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_allocatable", self.capacity - self.overhead)
+        prices = [o.price for o in self.offerings if o.available]
+        object.__setattr__(self, "_floor_price", min(prices) if prices else math.inf)
+
+    @property
+    def floor_price(self) -> float:
+        """The lowest price of an available offering (``inf`` with none): no offering compatible
+        with any requirements is cheaper, so a launch choice can skip the type by it alone."""
+        return self._floor_price
 
     @property
     def allocatable(self) -> Resources:

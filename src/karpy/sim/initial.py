@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from karpy.api import documents as documents_mod
 from karpy.api import load as api_load
 from karpy.model import errors
 
@@ -120,16 +121,6 @@ class _Reading:
     left_out: dict[tuple[str, str], int] = field(default_factory=dict)  # (file, kind) -> count
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader keeping timestamps as strings (the schemas parse RFC 3339 themselves)."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-
-
 def read(directory: Path | str) -> InitialState:
     """The objects of the snapshot folder ``directory``; raises :class:`SnapshotError`."""
     folder = Path(directory)
@@ -158,7 +149,7 @@ def _read_file(path: Path, reading: _Reading) -> None:
     file = str(path)
     try:
         text = path.read_text(encoding="utf-8")
-        documents = list(yaml.load_all(text, Loader=_Loader))
+        documents = documents_mod.load(text, many=True)
     except (OSError, UnicodeDecodeError) as exc:
         reading.problems.append(api_load.Problem(file, 0, "", "", "", f"cannot read: {exc}"))
         return

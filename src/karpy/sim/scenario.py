@@ -28,6 +28,7 @@ import yaml
 from croniter import croniter
 
 from karpy.api import common
+from karpy.api import documents as documents_mod
 from karpy.api import load as api_load
 from karpy.api import simulation as schema
 from karpy.catalog import prices as prices_mod
@@ -184,18 +185,21 @@ class Scenario:
 # -- YAML -------------------------------------------------------------------------------
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader keeping timestamps and times of day (``07:30``, ``12:00``) as strings."""
+class _Loader(documents_mod.Loader):
+    """karpy's loader, also keeping times of day (``07:30``, ``12:00``) as strings."""
 
 
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-for _digit in "0123456789":
-    _Loader.yaml_implicit_resolvers.setdefault(_digit, []).insert(
-        0, ("tag:yaml.org,2002:str", re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?$"))
-    )
+class _PureLoader(documents_mod.PureLoader):
+    """:class:`_Loader` on PyYAML's own parser (:func:`karpy.api.documents.load`)."""
+
+
+_TIME_OF_DAY = ("tag:yaml.org,2002:str", re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?$"))
+for _loader in (_Loader, _PureLoader):
+    _loader.yaml_implicit_resolvers = {
+        first: list(found) for first, found in documents_mod.Loader.yaml_implicit_resolvers.items()
+    }
+    for _digit in "0123456789":
+        _loader.yaml_implicit_resolvers.setdefault(_digit, []).insert(0, _TIME_OF_DAY)
 
 
 def _object_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -220,7 +224,9 @@ def load(
             [api_load.Problem(str(path), api_load.FILE, "", "", "", f"cannot read: {exc}")]
         ) from None
     try:
-        documents = [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+        documents = [
+            d for d in documents_mod.load(text, many=True, fast=_Loader, pure=_PureLoader) if d is not None
+        ]
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -40,7 +40,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from scipy import optimize, sparse
 
 from karpy.core.scheduling import daemons, podinfo
 from karpy.core.scheduling.existing import scheduling_taints
@@ -449,6 +448,8 @@ def per_pod_floor(problem: Problem) -> float:
 
 def solve_lp(problem: Problem) -> Solution:
     """The LP above, solved with HiGHS; ``value`` is its optimum (0 for no pods)."""
+    from scipy import optimize, sparse  # imported here: a plan without --bound never loads scipy
+
     n_kinds, n_groups, n_res = len(problem.kinds), len(problem.groups), len(problem.resources)
     if n_groups == 0:
         return Solution("optimal", 0.0, (0.0,) * n_kinds, {}, ())

@@ -1,8 +1,17 @@
 """Provisioning simulation: ``solve(snapshot, pods) -> Results`` and the launch rule."""
 
 from karpy.core.scheduling.caches import SchedulingCaches
-from karpy.core.scheduling.launch import Launched, launch
+from karpy.core.scheduling.launch import Launched, catalog_rank, launch
 from karpy.core.scheduling.results import PlannedClaim, PodError, Results
 from karpy.core.scheduling.scheduler import solve
 
-__all__ = ["Launched", "PlannedClaim", "PodError", "Results", "SchedulingCaches", "launch", "solve"]
+__all__ = [
+    "Launched",
+    "PlannedClaim",
+    "PodError",
+    "Results",
+    "SchedulingCaches",
+    "catalog_rank",
+    "launch",
+    "solve",
+]

@@ -19,7 +19,7 @@ from karpy.model import labels
 from karpy.model.catalog import InstanceType, Offering
 from karpy.model.requirements import Requirements
 
-__all__ = ["Launched", "choose", "launch", "node_labels"]
+__all__ = ["Launched", "catalog_rank", "choose", "launch", "node_labels"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,8 @@ def choose(reqs: Requirements, types: Sequence[InstanceType]) -> tuple[InstanceT
     """
     best: tuple[float, InstanceType, Offering] | None = None
     for it in types:
+        if best is not None and it.floor_price >= best[0]:
+            continue  # not even its cheapest offering beats the best so far (ties keep the first)
         if not it.requirements.overlaps(reqs):
             continue
         offering = it.cheapest_offering(reqs)
@@ -84,14 +86,21 @@ def node_labels(
     return out
 
 
+def catalog_rank(catalog_order: Sequence[str]) -> dict[str, int]:
+    """Each type name's position in ``catalog_order``: pass it to :func:`launch` in place of the
+    order when launching many claims (the mapping is then built once)."""
+    return {name: i for i, name in enumerate(catalog_order)}
+
+
 def launch(
     claim: PlannedClaim,
-    catalog_order: Sequence[str] = (),
+    catalog_order: Sequence[str] | Mapping[str, int] = (),
     *,
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN,
 ) -> Launched | None:
-    """Pick the type and offering for a planned claim; None when no option has an available offering."""
-    rank = {name: i for i, name in enumerate(catalog_order)}
+    """Pick the type and offering for a planned claim; None when no option has an available
+    offering. ``catalog_order``: the type names in catalog order, or :func:`catalog_rank` of them."""
+    rank = catalog_order if isinstance(catalog_order, Mapping) else catalog_rank(catalog_order)
     ordered = sorted(
         enumerate(claim.instance_types),
         key=lambda item: (rank.get(item[1].name, len(rank) + item[0]), item[0]),
