@@ -29,6 +29,8 @@ HEAVY = (
     "karpy.planning",
     "karpy.api",
     "karpy.adapters.kube",
+    "karpy.core.disruption",
+    "karpy.core.optimize.bound",
 )
 
 _PROBE = """
@@ -69,3 +71,9 @@ def test_a_command_loads_what_it_runs_on_and_no_more() -> None:
     assert "karpy.planning" in loaded and "karpy.api" in loaded  # (the probe sees what is loaded)
     assert not [m for m in loaded if m.split(".")[0] in ("matplotlib", "kubernetes_asyncio", "boto3")]
     assert "karpy.sim" not in loaded and "karpy.operator" not in loaded
+    # the LP bound (scipy) and the disruption core load only for --bound and disrupt
+    assert not [
+        m for m in loaded if m.startswith(("scipy", "karpy.core.optimize.bound", "karpy.core.disruption"))
+    ]
+    with_bound = _loaded(["plan", "-f", str(PLAN), "--bound", "-o", "json"])
+    assert "karpy.core.optimize.bound" in with_bound and "scipy" in with_bound
