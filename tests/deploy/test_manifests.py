@@ -20,6 +20,7 @@ ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.31"
 AWS = DEPLOY / "aws"
+KUBERAY = DEPLOY / "kuberay"  # a RayCluster for karpy sweep: a KubeRay kind (tests/sweep checks it)
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -29,7 +30,9 @@ def documents(path: Path) -> list[dict[str, Any]]:
 def manifests() -> list[Path]:
     """The base install's manifests (deploy/aws/ is an overlay of patches, checked below)."""
     return sorted(
-        p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml" and AWS not in p.parents
+        p
+        for p in DEPLOY.rglob("*.yaml")
+        if p.name != "kustomization.yaml" and AWS not in p.parents and KUBERAY not in p.parents
     )
 
 

@@ -26,6 +26,7 @@ from karpy.cli import (
     plan_cmd,
     simulate_cmd,
     snapshot_cmd,
+    sweep_cmd,
     version_cmd,
 )
 
@@ -59,6 +60,7 @@ def _root(
 
 _COMMAND = conventions.Command
 app.command("simulate", cls=_COMMAND)(simulate_cmd.simulate)
+app.command("sweep", cls=_COMMAND)(sweep_cmd.sweep)
 app.command("plan", cls=_COMMAND)(plan_cmd.plan)
 app.command("disrupt", cls=_COMMAND)(disrupt_cmd.disrupt)
 app.command("conformance", cls=_COMMAND)(conformance_cmd.conformance)
