@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -58,6 +59,37 @@ def clean(native: object) -> int:
     return 0
 
 
+# mypyc (up to 2.4 at least, for Python < 3.12) gives a class with a Python base (Mapping,
+# Generic, Exception, closures) a __dict__ and a __weakref__ slot after its struct, then treats
+# the weak-reference list as an owned reference: tp_traverse visits it and tp_clear decrefs it.
+# A weakref to such an object (hypothesis takes one of every value it draws) is then freed while
+# still listed, and the garbage collector crashes (mypyc/mypyc#1102). CPython's rule: the list is
+# not visited, and dealloc clears it with PyObject_ClearWeakRefs. The generated C is rewritten so;
+# tests/unit/test_native.py checks weakrefs on the compiled classes.
+_WEAKLIST = r"\*\(\(PyObject \*\*\)\(\(char \*\)self \+ sizeof\(PyObject \*\) \+ sizeof\((\w+)\)\)\)"
+_VISIT = re.compile(rf"Py_VISIT\({_WEAKLIST}\);")
+_CLEAR = re.compile(rf"Py_CLEAR\(({_WEAKLIST})\);")
+
+
+def fix_weakref_slots(c_dir: Path) -> int:
+    """Rewrite mypyc's C under ``c_dir`` so the weak-reference slot is borrowed: never visited,
+    and cleared with ``PyObject_ClearWeakRefs`` when the object dies. Returns how many classes'
+    traverse functions were fixed; raises when a traverse and its clear do not pair up."""
+    visits = 0
+    for path in sorted(c_dir.glob("*.c")):
+        text = path.read_text()
+        text, n_visit = _VISIT.subn("/* karpy: the weak-reference list is borrowed, not visited */", text)
+        text, n_clear = _CLEAR.subn(
+            r"if (Py_REFCNT(self) == 0 && \1 != NULL) PyObject_ClearWeakRefs((PyObject *)self);", text
+        )
+        if n_visit and not n_clear:
+            raise SystemExit(f"{path.name}: {n_visit} weakref slots visited but none cleared; mypyc changed")
+        if n_visit or n_clear:
+            path.write_text(text)
+        visits += n_visit
+    return visits
+
+
 def build(native: object) -> int:
     from mypyc.build import mypycify
     from setuptools import Distribution
@@ -80,6 +112,8 @@ def build(native: object) -> int:
             target_dir=str(BUILD / "c"),
             group_name=native.GROUP,  # type: ignore[attr-defined]
         )
+        fixed = fix_weakref_slots(BUILD / "c")
+        print(f"weak-reference lists handled as borrowed in {fixed} classes")
         dist = Distribution({"name": "karpy-native", "ext_modules": extensions})
         command = dist.get_command_obj("build_ext")
         command.inplace = True  # type: ignore[attr-defined]

@@ -98,3 +98,49 @@ def test_the_compiled_and_the_pure_core_give_identical_json(tmp_path: Path) -> N
     assert f"core: {native.evaluate({}).describe()}" in captions[0]
     assert "core: pure Python (KARPY_PURE is set)" in captions[1]
     assert json.loads(outputs[0])["runs"]["karpy"]["pods_created"] > 0
+
+
+_WEAKREF_PROBE = """
+import gc, weakref
+from karpy.core.scheduling.cache import IdentityCache, ObjectMemo
+from karpy.core.scheduling.nodeclaim import Unfit
+from karpy.model.quantity import QuantityError
+from karpy.model.requirements import Requirement, Requirements
+from karpy.model.resources import Resources
+
+makers = {
+    "Requirements": lambda: Requirements([Requirement.in_("k", "v")]),
+    "Resources": lambda: Resources.parse({"cpu": "1"}),
+    "IdentityCache": IdentityCache,
+    "ObjectMemo": lambda: ObjectMemo(8),
+    "Unfit": lambda: Unfit("no room"),
+    "QuantityError": lambda: QuantityError("bad"),
+}
+weak = set()
+for name, make in makers.items():
+    for i in range(3000):
+        obj = make()
+        try:
+            ref = weakref.ref(obj, lambda r: None)
+        except TypeError:
+            break  # not weakly referenceable: nothing can dangle
+        weak.add(name)
+        assert ref() is obj
+        del obj
+        assert ref() is None, name  # the object died and its weakref knows it
+        if i % 500 == 0:
+            gc.collect()
+print(",".join(sorted(weak)))
+"""
+
+
+def test_weak_references_to_core_objects_die_with_them() -> None:
+    """A weakref to a core object (hypothesis takes one of every value it draws) is cleared when the
+    object dies, and the garbage collector survives it, compiled or not."""
+    for pure in ("0", "1"):
+        done = subprocess.run(
+            [sys.executable, "-c", _WEAKREF_PROBE],
+            env={**os.environ, "KARPY_PURE": pure}, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, f"KARPY_PURE={pure}: exit {done.returncode}\n{done.stderr[-2000:]}"
+        assert "IdentityCache" in done.stdout and "Unfit" in done.stdout  # weakly referenceable in both
