@@ -47,6 +47,7 @@ __all__ = [
     "ScenarioError",
     "load",
     "parse",
+    "yaml_documents",
 ]
 
 
@@ -207,6 +208,12 @@ def _object_key(raw: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(raw.get("kind", "")), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
 
 
+def yaml_documents(text: str) -> list[Any]:
+    """The non-empty YAML documents of a Simulation (or Sweep) file's ``text``, times of day and
+    timestamps kept as strings (raises ``yaml.YAMLError``)."""
+    return [d for d in documents_mod.load(text, many=True, fast=_Loader, pure=_PureLoader) if d is not None]
+
+
 def load(
     path: Path | str,
     *,
@@ -224,9 +231,7 @@ def load(
             [api_load.Problem(str(path), api_load.FILE, "", "", "", f"cannot read: {exc}")]
         ) from None
     try:
-        documents = [
-            d for d in documents_mod.load(text, many=True, fast=_Loader, pure=_PureLoader) if d is not None
-        ]
+        documents = yaml_documents(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

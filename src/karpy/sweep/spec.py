@@ -177,23 +177,12 @@ class Sweep(_Strict):
         return self
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader keeping timestamps and times of day (``07:30``) as strings, as the simulator's."""
-
-
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-for _digit in "0123456789":
-    _Loader.yaml_implicit_resolvers.setdefault(_digit, []).insert(
-        0, ("tag:yaml.org,2002:str", re.compile(r"^\d{1,2}:\d{2}(?::\d{2})?$"))
-    )
-
-
 def yaml_documents(text: str) -> list[Any]:
-    """The non-empty YAML documents of ``text`` (raises ``yaml.YAMLError``)."""
-    return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]
+    """The non-empty YAML documents of ``text``, read as Simulation files are (raises
+    ``yaml.YAMLError``)."""
+    from karpy.sim import scenario
+
+    return scenario.yaml_documents(text)
 
 
 def _problems(exc: pydantic.ValidationError, file: str, name: str) -> list[Problem]:
