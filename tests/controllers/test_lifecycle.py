@@ -382,6 +382,29 @@ def test_instances_without_a_claim_are_garbage_collected() -> None:
     assert not world.cluster.claims["default-1"].deleting
 
 
+def test_a_claim_lost_while_it_launches_has_its_instance_deleted_and_is_not_launched_again() -> None:
+    """The claim is gone (NotFound) when its launch is written back, e.g. an API server restored
+    empty: the instance just launched is deleted at once instead of running until garbage
+    collection, and the claim, still in the state until the watch catches up, is not relaunched."""
+    world, kwok, _ = kwok_world()
+    launch = kwok.create
+    created: list[str] = []
+
+    def create_then_lose(claim: NodeClaim) -> NodeClaim:
+        hydrated = launch(claim)
+        created.append(claim.name)
+        world.kube.patch("NodeClaim", claim.name, {"metadata": {"finalizers": []}})
+        world.kube.delete("NodeClaim", claim.name)
+        return hydrated
+
+    kwok.create = create_then_lose  # type: ignore[method-assign]
+    world.apply(raw_claim())
+    world.loop.run_for(GC_INTERVAL / 2)
+    assert created == ["default-1"]
+    assert [c.name for c in kwok.delete_calls] == ["default-1"]
+    assert "default-1" not in world.cluster.nodes
+
+
 def test_conditions_keep_their_transition_times() -> None:
     from karpy.controllers.lifecycle import set_conditions
 

@@ -103,6 +103,9 @@ class NodeClaimLifecycle:
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
         self._finalized: set[str] = set()  # claims known to carry the finalizer
+        # claims found gone (NotFound) right after their launch: their instance was deleted, and
+        # they are not launched again while the state still lists them (until the watch catches up)
+        self._gone: set[str] = set()
         self._attempts: dict[str, int] = {}  # launch attempts that failed, per claim
         self._retry_at: dict[str, float] = {}
         self._next_gc: float | None = None
@@ -144,6 +147,7 @@ class NodeClaimLifecycle:
                 for name in [n for n in store if n not in known]:
                     del store[name]
             self._finalized &= known
+            self._gone &= known
             for name in [n for n in self._settled if n not in known]:
                 del self._settled[name]
             self._cleaned_for = names
@@ -181,15 +185,19 @@ class NodeClaimLifecycle:
         claim = self.ctx.cluster.claims.get(name)
         return None if claim is None or claim.deleting else claim
 
-    def _batch(self, ops: Sequence[KubeOp]) -> list[RawObject | None]:
+    def _batch(self, ops: Sequence[KubeOp], not_found: set[int] | None = None) -> list[RawObject | None]:
         """The answers of independent calls (made at once, see the module docstring); None for
-        a call that failed: NotFound, or another error kept for the pass to raise at its end."""
+        a call that failed: NotFound (its position added to ``not_found``), or another error kept
+        for the pass to raise at its end."""
         if not ops:
             return []
         out: list[RawObject | None] = []
-        for result in self.ctx.kube.batch(ops):
+        for i, result in enumerate(self.ctx.kube.batch(ops)):
             if isinstance(result, errors.KubeError):
-                if not isinstance(result, errors.NotFound) and self._error is None:
+                if isinstance(result, errors.NotFound):
+                    if not_found is not None:
+                        not_found.add(i)
+                elif self._error is None:
                     self._error = result
                 out.append(None)
             else:
@@ -266,6 +274,8 @@ class NodeClaimLifecycle:
         due: list[NodeClaim] = []
         deletes: list[tuple[NodeClaim, str, str, str]] = []
         for claim in claims:
+            if claim.name in self._gone:
+                continue
             deadline = claim.created + LAUNCH_TTL
             if now >= deadline:
                 deletes.append((claim, "liveness", "LaunchTimeout", f"not launched within {LAUNCH_TTL:.0f}s"))
@@ -276,7 +286,7 @@ class NodeClaimLifecycle:
                 continue
             due.append(claim)
         statuses: list[tuple[NodeClaim, dict[str, Any]]] = []
-        launched: list[NodeClaim] = []
+        launched: list[tuple[NodeClaim, NodeClaim]] = []  # (claim, the provider's hydrated claim)
         for claim, result in zip(due, self._create(due), strict=False):
             if isinstance(result, errors.InsufficientCapacity):
                 self.ctx.event(
@@ -292,10 +302,33 @@ class NodeClaimLifecycle:
                 statuses.append((claim, _status_body(claim, {}, [condition], now=now)))
             else:
                 statuses.append((claim, self._launched_body(claim, result, now)))
-                launched.append(claim)
-        self._write_statuses(statuses)
+                launched.append((claim, result))
+        gone = {statuses[i][0].name for i in self._write_statuses(statuses)}
+        for claim, hydrated in launched:
+            if claim.name in gone:
+                self._abandon(claim, hydrated)
         self._delete_all(deletes)
-        return [fresh for c in launched if (fresh := self._fresh(c.name)) is not None]
+        kept = [c for c, _ in launched if c.name not in gone]
+        return [fresh for c in kept if (fresh := self._fresh(c.name)) is not None]
+
+    def _abandon(self, claim: NodeClaim, hydrated: NodeClaim) -> None:
+        """The claim was deleted (or the API server lost it) while its instance launched: delete
+        the instance now rather than leave it running until garbage collection, and never
+        launch the claim again."""
+        self._gone.add(claim.name)
+        self._attempts.pop(claim.name, None)
+        self._retry_at.pop(claim.name, None)
+        self.ctx.log.warning(
+            "NodeClaim %s is gone (NotFound) after its launch: deleting its instance %s",
+            claim.name,
+            hydrated.provider_id,
+        )
+        try:
+            self.ctx.cloud.delete(hydrated)
+        except errors.CloudError:
+            pass  # already gone
+        except errors.KubeError as exc:  # a provider writing Nodes: garbage collection retries
+            self._error = self._error or exc
 
     def _failed_launch(self, claim: NodeClaim, exc: errors.CloudError, now: float) -> float:
         """Back off (a Warning event once per distinct error); the delay until the retry."""
@@ -447,9 +480,12 @@ class NodeClaimLifecycle:
             self._delete(claim, "garbage_collected")
 
     # -- writes --------------------------------------------------------------------------
-    def _write_statuses(self, writes: Sequence[tuple[NodeClaim, Mapping[str, Any]]]) -> None:
-        """Patch the claims' statuses (and labels, annotations) at once; a claim gone is no error."""
-        self._batch([KubeOp("patch", "NodeClaim", claim.name, body=body) for claim, body in writes])
+    def _write_statuses(self, writes: Sequence[tuple[NodeClaim, Mapping[str, Any]]]) -> set[int]:
+        """Patch the claims' statuses (and labels, annotations) at once; a claim gone is no error.
+        The positions in ``writes`` of the claims that were gone (NotFound)."""
+        gone: set[int] = set()
+        self._batch([KubeOp("patch", "NodeClaim", claim.name, body=body) for claim, body in writes], gone)
+        return gone
 
     def _delete(self, claim: NodeClaim, reason: str, event: str = "", message: str = "") -> None:
         self._delete_all([(claim, reason, event, message)])
