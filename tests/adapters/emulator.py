@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import logging
 import re
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -52,6 +53,9 @@ from karpy.adapters import memory
 from karpy.adapters.kube.client import RESOURCES
 
 T = TypeVar("T")
+# The server thread's access log lines reached handlers that in-process CLI runs had installed on
+# streams closed since ("--- Logging error ---" tracebacks in the test output): no access log.
+logging.getLogger("aiohttp.access").disabled = True
 _CLOSE = {"type": "__CLOSE__"}
 
 
