@@ -70,6 +70,9 @@ RESOURCES: dict[str, Resource] = {
         Resource("StorageClass", "storage.k8s.io", "v1", "storageclasses", False, False),
         Resource("ReplicaSet", "apps", "v1", "replicasets", True, True),
         Resource("StatefulSet", "apps", "v1", "statefulsets", True, True),
+        Resource("Job", "batch", "v1", "jobs", True, True),
+        Resource("HorizontalPodAutoscaler", "autoscaling", "v2", "horizontalpodautoscalers", True, True),
+        Resource("CSINode", "storage.k8s.io", "v1", "csinodes", False, False),
     )
 }
 _CREATE_DROPS_STATUS = frozenset({"NodeClaim", "NodePool", "EC2NodeClass", "KWOKNodeClass"})
