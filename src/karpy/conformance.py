@@ -1,7 +1,9 @@
 """The conformance runner: scheduling scenarios (``FORMAT.md`` v1) through karpy's engine.
 
 For each scenario file it builds a :class:`~karpy.state.cluster.Cluster` from the
-scenario's NodePools, existing nodes, DaemonSets and pods, runs ONE provisioning pass
+scenario's NodePools, existing nodes, DaemonSets, pods and ``objects`` (karpy's extension of the
+format: PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Namespaces;
+``tests/conformance/volumes/README.md``), runs ONE provisioning pass
 (:func:`karpy.core.scheduling.solve`), launches every new NodeClaim with the launch rule,
 binds pods and checks ``expect``. A scenario holds no NodeClasses: its NodePools are used as if
 their NodeClass were there (``karpy plan --assume-nodeclasses``), and its objects are read as an
@@ -27,6 +29,7 @@ from karpy.catalog import conformance as conformance_catalog
 from karpy.core import disruption, scheduling
 from karpy.core.snapshot import Snapshot
 from karpy.model import labels
+from karpy.model import volumes as volumes_mod
 from karpy.model.catalog import Catalog
 from karpy.model.errors import InputError
 from karpy.model.objects import Node, Pod
@@ -84,7 +87,8 @@ class Summary:
 
 
 def scenario_files(paths: Sequence[Path]) -> list[Path]:
-    """Scenario YAML files under ``paths`` (catalog folders and ``disputed.yaml`` excluded), sorted."""
+    """Scenario YAML files under ``paths``, a folder's own files first, then its subfolders' (in
+    name order, recursively); ``catalogs`` folders and ``disputed.yaml`` are not scenarios."""
     found: list[Path] = []
     for path in paths:
         if path.is_file():
@@ -92,9 +96,15 @@ def scenario_files(paths: Sequence[Path]) -> list[Path]:
             continue
         if not path.is_dir():
             raise InputError(f"{path}: no such file or directory")
-        for candidate in sorted(path.glob("*.yaml")):
-            if candidate.name != "disputed.yaml":
-                found.append(candidate)
+        found.extend(_folder_scenarios(path))
+    return found
+
+
+def _folder_scenarios(folder: Path) -> list[Path]:
+    found = [p for p in sorted(folder.glob("*.yaml")) if p.name != "disputed.yaml"]
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir()):
+        if sub.name != "catalogs" and not sub.name.startswith((".", "_")):
+            found.extend(_folder_scenarios(sub))
     return found
 
 
@@ -121,13 +131,44 @@ class _Catalogs:
 
     def get(self, scenario: Path, spec: object) -> Catalog:
         if isinstance(spec, str):
-            path = scenario.parent / "catalogs" / f"{spec}.yaml"
+            path = _catalog_path(scenario, spec)
             if path not in self._cache:
                 self._cache[path] = conformance_catalog.load(path)
             return self._cache[path]
         if isinstance(spec, list):
             return conformance_catalog.from_entries(spec, name=f"{scenario.name}:instanceTypes")
         raise InputError(f"{scenario}: instanceTypes must be a catalog name or a list")
+
+
+def _catalog_path(scenario: Path, name: str) -> Path:
+    """``catalogs/<name>.yaml`` beside the scenario, else beside the nearest folder above it that
+    has one (a subfolder's scenarios share the suite's catalogs)."""
+    for folder in (scenario.parent, *scenario.parent.parents):
+        path = folder / "catalogs" / f"{name}.yaml"
+        if path.exists():
+            return path
+    return scenario.parent / "catalogs" / f"{name}.yaml"
+
+
+# The kinds the ``objects:`` extension holds (tests/conformance/volumes/README.md).
+OBJECT_KINDS = frozenset({*volumes_mod.STORAGE_KINDS, "Namespace"})
+
+
+def _extra_objects(doc: Mapping[str, Any], scenario: Path) -> list[Any]:
+    """The ``objects:`` key: PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes
+    and Namespaces, read as an API server serves them."""
+    out: list[Any] = []
+    for index, raw in enumerate(doc.get("objects") or []):
+        kind = raw.get("kind") if isinstance(raw, Mapping) else None
+        if kind not in OBJECT_KINDS:
+            raise InputError(
+                f"{scenario.name}: objects[{index}]: kind {kind!r} is not one of {sorted(OBJECT_KINDS)}"
+            )
+        obj, problems = api_load.parse_object(raw, file=scenario.name, index=index)
+        if obj is None:
+            raise InputError(f"{scenario.name}: objects[{index}]: " + "; ".join(str(p) for p in problems))
+        out.append(obj)
+    return out
 
 
 def _objects(doc: Mapping[str, Any], field_name: str, convert: Any, scenario: Path) -> list[Any]:
@@ -211,9 +252,11 @@ def _scenario(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> Scenar
         *_objects(doc, "daemonSets", api_load.convert_daemonset, path),
         *pods,
         *_objects(doc, "podDisruptionBudgets", api_load.convert_pdb, path),
+        *_extra_objects(doc, path),
     ]
     types = catalog.instance_types
     cluster = Cluster(lambda _pool, _nc: types, settings=settings, well_known=catalog.well_known)
+    cluster.storage_complete = True  # a scenario lists every storage object there is
     for obj in objects:
         cluster.apply(ObjectEvent.added(obj))
     now = api_common.parse_time(str(doc.get("now", "2026-01-01T00:00:00Z"))) if kind == "disruption" else 0.0

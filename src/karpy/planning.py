@@ -2,7 +2,8 @@
 
 Builds a :class:`~karpy.state.cluster.Cluster` from what :mod:`karpy.api.load` read
 (NodePools, NodeClasses, Nodes, NodeClaims, Pods, DaemonSets, Deployments/ReplicaSets
-expanded to pending pods, PDBs, Namespaces), then either runs
+expanded to pending pods, PDBs, Namespaces, and the storage kinds: PersistentVolumeClaims,
+PersistentVolumes, StorageClasses, CSINodes), then either runs
 :func:`karpy.core.scheduling.solve` and the launch rule (``karpy plan``) or one pass of
 :func:`karpy.core.disruption.compute` (``karpy disrupt``).
 
@@ -123,6 +124,10 @@ def build_cluster(
         *loaded.node_claims,
         *loaded.daemonsets,
         *loaded.pdbs,
+        *loaded.claims,
+        *loaded.persistent_volumes,
+        *loaded.storage_classes,
+        *loaded.csi_nodes,
         *loaded.workload_pods(),
     ]
     objects.extend(loaded.namespaces)

@@ -16,6 +16,7 @@ from karpy.state.feed import KINDS
 
 CORE = {"Pod", "Node", "NodeClaim", "NodePool", "DaemonSet", "PodDisruptionBudget"}
 WORKLOADS = {"Deployment", "StatefulSet"}  # optional: only the rollout guard reads them
+STORAGE = {"PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode"}  # optional: volume rules
 
 
 @pytest.mark.parametrize(
@@ -26,7 +27,7 @@ def test_required_and_optional_kinds_per_provider(provider: str, node_class: str
     required = operator_mod.required_kinds(provider)
     optional = operator_mod.optional_kinds(provider)
     assert required == CORE | {node_class}
-    assert optional == {"Namespace", other} | WORKLOADS
+    assert optional == {"Namespace", other} | WORKLOADS | STORAGE
     assert required | optional == KINDS and not required & optional
 
 
@@ -77,9 +78,10 @@ def test_readyz_waits_for_the_required_caches_only_and_names_the_optional_ones()
     _sync(gate, "Pod", "Node")
     assert gate.readiness() == (
         True,
-        "ok; not synced (optional): Deployment,EC2NodeClass,Namespace,StatefulSet",
+        "ok; not synced (optional): CSINode,Deployment,EC2NodeClass,Namespace,PersistentVolume,"
+        "PersistentVolumeClaim,StatefulSet,StorageClass",
     )
-    _sync(gate, "EC2NodeClass", "Namespace", *WORKLOADS)
+    _sync(gate, "EC2NodeClass", "Namespace", *WORKLOADS, *STORAGE)
     assert gate.readiness() == (True, "ok")
 
 
@@ -124,7 +126,7 @@ def test_the_log_names_missing_caches_after_10_s_then_at_most_every_60_s(
     caplog.set_level(logging.INFO, logger="karpy.operator")
     clock = Clock()
     gate = _gate(clock=clock)
-    _sync(gate, *(CORE - {"Pod"}), "KWOKNodeClass", "EC2NodeClass", *WORKLOADS)
+    _sync(gate, *(CORE - {"Pod"}), "KWOKNodeClass", "EC2NodeClass", *WORKLOADS, *STORAGE)
 
     def lines_at(now: float) -> list[str]:
         clock.now = 100.0 + now

@@ -124,6 +124,10 @@ def test_the_operator_provisions_over_stock_kmock_with_namespace_optional(
             "PodDisruptionBudget",
             "Deployment",
             "StatefulSet",
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+            "StorageClass",
+            "CSINode",
         }
         assert time.monotonic() < deadline
     finally:

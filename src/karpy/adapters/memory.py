@@ -26,7 +26,19 @@ from karpy.ports import Clock, KubeOp, RawObject, WatchEvent
 
 __all__ = ["CLUSTER_SCOPED", "MemoryKube"]
 
-CLUSTER_SCOPED = frozenset({"Node", "NodeClaim", "NodePool", "EC2NodeClass", "KWOKNodeClass", "Namespace"})
+CLUSTER_SCOPED = frozenset(
+    {
+        "Node",
+        "NodeClaim",
+        "NodePool",
+        "EC2NodeClass",
+        "KWOKNodeClass",
+        "Namespace",
+        "PersistentVolume",
+        "StorageClass",
+        "CSINode",
+    }
+)
 _API_VERSIONS = {
     "Pod": "v1",
     "Node": "v1",
@@ -42,6 +54,10 @@ _API_VERSIONS = {
     "Job": "batch/v1",
     "PodDisruptionBudget": "policy/v1",
     "Lease": "coordination.k8s.io/v1",
+    "PersistentVolumeClaim": "v1",
+    "PersistentVolume": "v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "CSINode": "storage.k8s.io/v1",
 }
 
 Key = tuple[str, str, str]

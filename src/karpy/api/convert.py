@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from karpy.api import apps_v1, common, core_v1, karpenter_v1, nodeclasses, policy_v1, rollout_guard
+from karpy.api.storage_v1 import pod_volumes
 from karpy.model import labels as labels_mod
 from karpy.model import nodeclass, objects, requirements, resources, selectors, taints
 
@@ -213,6 +214,7 @@ def pod_spec_fields(spec: core_v1.PodSpec) -> dict[str, Any]:
             spec.termination_grace_period_seconds if spec.termination_grace_period_seconds is not None else 30
         ),
         "priority_class": spec.priority_class_name,
+        "volumes": pod_volumes(spec),
     }
 
 

@@ -1,18 +1,22 @@
-"""``v1`` Pod, Node and Namespace schemas: only the fields karpy reads.
+"""``v1`` Pod, Node, Namespace, PersistentVolumeClaim and PersistentVolume schemas.
 
 Pods carry what scheduling needs (requests and limits of containers, sidecar and
 init containers, overhead, host ports, node selector, node and pod (anti-)affinity,
 tolerations, topology spread, scheduling gates); Nodes their labels, taints,
 capacity, allocatable and conditions. Validated by :mod:`karpy.api.load`, turned into
 model objects by :mod:`karpy.api.convert`; :mod:`karpy.api.apps_v1` reuses
-:class:`PodTemplateSpec`.
+:class:`PodTemplateSpec`. A pod's ``volumes`` are read for the ones backed by a claim
+(``persistentVolumeClaim``, ``ephemeral``); claims and volumes declare every upstream field (so
+none is reported unknown) and read those the volume rules use; :mod:`karpy.api.storage_v1`
+converts them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+import pydantic
+from pydantic import Field, field_validator, model_validator
 
 from karpy.api import common
 
@@ -25,6 +29,9 @@ __all__ = [
     "NodeAffinity",
     "NodeSelector",
     "NodeSelectorTerm",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "PersistentVolumeClaimSpec",
     "Pod",
     "PodAffinity",
     "PodAffinityTerm",
@@ -33,6 +40,7 @@ __all__ = [
     "PreferredSchedulingTerm",
     "ResourceRequirements",
     "TopologySpreadConstraint",
+    "Volume",
     "WeightedPodAffinityTerm",
 ]
 
@@ -137,6 +145,52 @@ class SchedulingGate(common.K8sModel):
     name: str = ""
 
 
+class PersistentVolumeClaimSpec(common.K8sModel):
+    """A claim's spec (also an ephemeral volume's template): the class and the bound volume are
+    read; the other upstream fields are declared, not read."""
+
+    storage_class_name: str | None = None  # absent: the default class; "": no class
+    volume_name: str = ""
+    access_modes: list[str] = Field(default_factory=list)
+    resources: dict[str, Any] = Field(default_factory=dict)
+    selector: dict[str, Any] | None = None
+    data_source: dict[str, Any] | None = None
+    data_source_ref: dict[str, Any] | None = None
+    volume_mode: str = ""
+    volume_attributes_class_name: str | None = None
+
+
+class PersistentVolumeClaimTemplate(common.K8sModel):
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: PersistentVolumeClaimSpec
+
+
+class PersistentVolumeClaimVolumeSource(common.K8sModel):
+    claim_name: Annotated[str, Field(min_length=1)]
+    read_only: bool = False
+
+
+class EphemeralVolumeSource(common.K8sModel):
+    volume_claim_template: PersistentVolumeClaimTemplate
+
+
+class Volume(common.K8sModel):
+    """A pod volume; only the claim-backed sources are read (the others are not checked)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+
+
+def _volume(index: int, raw: Any) -> Volume:
+    try:
+        return Volume.model_validate(raw)
+    except pydantic.ValidationError as exc:
+        err = exc.errors()[0]
+        message = "required" if err["type"] == "missing" else str(err["msg"])
+        raise common.FieldError((index, *err["loc"]), message) from None
+
+
 class PodSpec(common.K8sModel):
     node_name: str = ""
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -151,6 +205,14 @@ class PodSpec(common.K8sModel):
     scheduling_gates: list[SchedulingGate] = Field(default_factory=list)
     termination_grace_period_seconds: Annotated[int | None, common.at_least(0)] = None
     host_network: bool = False
+    # each a Volume; typed loosely so that the unknown-field check does not walk the ~30 volume
+    # sources karpy does not read (karpy.api.fields)
+    volumes: list[Any] = Field(default_factory=list)
+
+    @field_validator("volumes", mode="after")
+    @classmethod
+    def _volumes(cls, raw: list[Any]) -> list[Any]:
+        return [_volume(i, item) for i, item in enumerate(raw)]
 
 
 class PodStatus(common.K8sModel):
@@ -202,3 +264,91 @@ class Namespace(common.K8sModel):
     api_version: Literal["v1"] = "v1"
     kind: Literal["Namespace"] = "Namespace"
     metadata: common.ObjectMeta = common.ObjectMeta()
+
+
+class PersistentVolumeClaimStatus(common.K8sModel):
+    phase: str = ""
+    access_modes: Any = None
+    capacity: Any = None
+    conditions: Any = None
+    allocated_resources: Any = None
+    allocated_resource_statuses: Any = None
+    current_volume_attributes_class_name: Any = None
+    modify_volume_status: Any = None
+
+
+class PersistentVolumeClaim(common.K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["PersistentVolumeClaim"] = "PersistentVolumeClaim"
+    metadata: common.ObjectMeta = common.ObjectMeta()
+    spec: PersistentVolumeClaimSpec = PersistentVolumeClaimSpec()
+    status: PersistentVolumeClaimStatus = PersistentVolumeClaimStatus()
+
+
+class VolumeNodeAffinity(common.K8sModel):
+    required: NodeSelector | None = None
+
+
+class CSIPersistentVolumeSource(common.K8sModel):
+    driver: Annotated[str, Field(min_length=1)]
+    volume_handle: str = ""
+    read_only: Any = None
+    fs_type: Any = None
+    volume_attributes: Any = None
+    controller_publish_secret_ref: Any = None
+    node_stage_secret_ref: Any = None
+    node_publish_secret_ref: Any = None
+    controller_expand_secret_ref: Any = None
+    node_expand_secret_ref: Any = None
+
+
+class PersistentVolumeSpec(common.K8sModel):
+    """A volume's spec: its class, node affinity and source (the CSI driver, an in-tree EBS
+    volume, a local or hostPath one) are read; the other upstream sources are declared."""
+
+    storage_class_name: str = ""
+    node_affinity: VolumeNodeAffinity | None = None
+    csi: CSIPersistentVolumeSource | None = None
+    aws_elastic_block_store: Any = None
+    local: Any = None
+    host_path: Any = None
+    capacity: Any = None
+    access_modes: Any = None
+    claim_ref: Any = None
+    persistent_volume_reclaim_policy: Any = None
+    mount_options: Any = None
+    volume_mode: Any = None
+    volume_attributes_class_name: Any = None
+    gce_persistent_disk: Any = None
+    azure_disk: Any = None
+    azure_file: Any = None
+    cinder: Any = None
+    vsphere_volume: Any = None
+    portworx_volume: Any = None
+    nfs: Any = None
+    iscsi: Any = None
+    rbd: Any = None
+    cephfs: Any = None
+    fc: Any = None
+    flex_volume: Any = None
+    flocker: Any = None
+    glusterfs: Any = None
+    quobyte: Any = None
+    scale_io: Any = Field(None, alias="scaleIO")
+    storageos: Any = None
+    photon_persistent_disk: Any = None
+
+
+class PersistentVolumeStatus(common.K8sModel):
+    phase: str = ""
+    message: Any = None
+    reason: Any = None
+    last_phase_transition_time: Any = None
+
+
+class PersistentVolume(common.K8sModel):
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["PersistentVolume"] = "PersistentVolume"
+    metadata: common.ObjectMeta = common.ObjectMeta()
+    spec: PersistentVolumeSpec = PersistentVolumeSpec()
+    status: PersistentVolumeStatus = PersistentVolumeStatus()

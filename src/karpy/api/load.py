@@ -30,7 +30,17 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from karpy.api import apps_v1, common, convert, core_v1, karpenter_v1, names, nodeclasses, policy_v1
+from karpy.api import (
+    apps_v1,
+    common,
+    convert,
+    core_v1,
+    karpenter_v1,
+    names,
+    nodeclasses,
+    policy_v1,
+    storage_v1,
+)
 from karpy.api import documents as documents_mod
 from karpy.api import fields as fields_mod
 from karpy.api.documents import Document, read_paths
@@ -38,6 +48,7 @@ from karpy.api.legacy import base as legacy_base
 from karpy.api.legacy import convert as legacy
 from karpy.api.problems import ERROR, FILE, WARNING, ObjectError, Problem
 from karpy.model import nodeclass, objects
+from karpy.model import volumes as volumes_mod
 
 __all__ = [
     "API",
@@ -95,6 +106,10 @@ class Loaded:
     deployments: list[convert.Workload] = field(default_factory=list)
     replicasets: list[convert.Workload] = field(default_factory=list)
     pdbs: list[objects.PodDisruptionBudget] = field(default_factory=list)
+    claims: list[volumes_mod.PersistentVolumeClaim] = field(default_factory=list)
+    persistent_volumes: list[volumes_mod.PersistentVolume] = field(default_factory=list)
+    storage_classes: list[volumes_mod.StorageClass] = field(default_factory=list)
+    csi_nodes: list[volumes_mod.CSINode] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # errors: the object was not loaded
     skipped: list[Problem] = field(default_factory=list)  # warnings: unknown kinds, replaced duplicates
     # warnings about legacy objects that were converted and loaded: fields with no v1 equivalent
@@ -173,6 +188,10 @@ _KINDS: dict[tuple[str, str], tuple[_Schema, Callable[[Any], object]]] = {
     ("apps/v1", "Deployment"): (apps_v1.Deployment, convert.workload),
     ("apps/v1", "ReplicaSet"): (apps_v1.ReplicaSet, convert.workload),
     ("policy/v1", "PodDisruptionBudget"): (policy_v1.PodDisruptionBudget, convert.pdb),
+    ("v1", "PersistentVolumeClaim"): (core_v1.PersistentVolumeClaim, storage_v1.persistent_volume_claim),
+    ("v1", "PersistentVolume"): (core_v1.PersistentVolume, storage_v1.persistent_volume),
+    ("storage.k8s.io/v1", "StorageClass"): (storage_v1.StorageClass, storage_v1.storage_class),
+    ("storage.k8s.io/v1", "CSINode"): (storage_v1.CSINode, storage_v1.csi_node),
     ("karpenter.sh/v1", "NodePool"): (karpenter_v1.NodePool, convert.node_pool),
     ("karpenter.sh/v1", "NodeClaim"): (karpenter_v1.NodeClaim, convert.node_claim),
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): (nodeclasses.EC2NodeClass, convert.ec2_node_class),
@@ -190,6 +209,10 @@ _KIND_BY_ATTR = {
     "deployments": "Deployment",
     "replicasets": "ReplicaSet",
     "pdbs": "PodDisruptionBudget",
+    "claims": "PersistentVolumeClaim",
+    "persistent_volumes": "PersistentVolume",
+    "storage_classes": "StorageClass",
+    "csi_nodes": "CSINode",
 }
 _ATTR_BY_TYPE: dict[type, str] = {
     objects.NodePool: "node_pools",
@@ -201,6 +224,10 @@ _ATTR_BY_TYPE: dict[type, str] = {
     convert.Namespace: "namespaces",
     objects.DaemonSet: "daemonsets",
     objects.PodDisruptionBudget: "pdbs",
+    volumes_mod.PersistentVolumeClaim: "claims",
+    volumes_mod.PersistentVolume: "persistent_volumes",
+    volumes_mod.StorageClass: "storage_classes",
+    volumes_mod.CSINode: "csi_nodes",
 }
 
 

@@ -35,6 +35,7 @@ from importlib import resources
 from typing import Any
 
 from karpy import settings as settings_mod
+from karpy.catalog import ebs
 from karpy.core import capacity as capacity_mod
 from karpy.model import labels as labels_mod
 from karpy.model.catalog import Catalog, InstanceType, Offering
@@ -370,7 +371,8 @@ def build_instance_types(
     appended as given (reserved capacity) and their capacity types join the type's
     ``karpenter.sh/capacity-type`` requirement; one in a zone the type is not offered in is made
     unavailable (Karpenter's ``itZones.Has``). Capacity and overhead come from
-    :mod:`karpy.core.capacity` with ``pricing.vm_memory_overhead_percent``/``reserved_enis``.
+    :mod:`karpy.core.capacity` with ``pricing.vm_memory_overhead_percent``/``reserved_enis``, the
+    EBS CSI attach limit from :mod:`karpy.catalog.ebs`.
     """
     try:
         family = capacity_mod.ami_family(nodeclass)
@@ -439,6 +441,7 @@ def build_instance_types(
                 capacity=cap,
                 overhead=over,
                 labels=dict(labels),
+                volume_limits=ebs.volume_limits(s, nodeclass),
             )
         )
     return tuple(out)

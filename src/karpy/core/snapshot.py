@@ -18,6 +18,7 @@ from karpy.model.catalog import InstanceType
 from karpy.model.objects import DaemonSet, Node, NodeClaim, NodePool, Pod, PodDisruptionBudget, Rollout
 from karpy.model.resources import EMPTY, Resources
 from karpy.model.taints import Taint
+from karpy.model.volumes import EMPTY_STORAGE, Storage
 
 __all__ = ["Snapshot", "StateNode"]
 
@@ -125,6 +126,7 @@ class Snapshot:
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
+    storage: Storage = EMPTY_STORAGE  # PVCs, PVs, StorageClasses, CSINodes (the volume rules)
     # the pods of ``pods`` without a node, in the same order, when its maker keeps them apart
     # (the cluster state does); None: found by walking ``pods``
     unbound: tuple[Pod, ...] | None = None

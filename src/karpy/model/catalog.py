@@ -47,6 +47,9 @@ class InstanceType:
     capacity: Resources
     overhead: Resources = EMPTY
     labels: dict[str, str] = field(default_factory=dict)
+    # CSI driver -> volumes a node of this type can attach (none listed: no limit known); the
+    # AWS catalog gives the EBS CSI driver's (karpy.catalog.ebs)
+    volume_limits: dict[str, int] = field(default_factory=dict)
 
     _allocatable: Resources = field(default=EMPTY, init=False, repr=False, compare=False)
     _floor_price: float = field(default=0.0, init=False, repr=False, compare=False)

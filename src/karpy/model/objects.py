@@ -13,6 +13,7 @@ from karpy.model.requirements import Requirement, Requirements
 from karpy.model.resources import EMPTY, Resources
 from karpy.model.selectors import LabelSelector
 from karpy.model.taints import Taint, Toleration
+from karpy.model.volumes import PodVolume
 
 __all__ = [
     "ROLLOUT_GUARD_ANNOTATION",
@@ -170,6 +171,7 @@ class Pod:
     scheduling_gated: bool = False
     termination_grace_seconds: int = 30
     priority_class: str = ""
+    volumes: tuple[PodVolume, ...] = ()  # the volumes backed by a claim (karpy.model.volumes)
     key: str = field(init=False, repr=False, compare=False)  # namespace/name, set once
 
     def __post_init__(self) -> None:

@@ -47,6 +47,10 @@ _OPTIONAL_EFFECTS = {
     "Namespace": "pod-affinity namespaceSelector terms see no namespaces (only the namespaces they list)",
     "Deployment": "the rollout guard sees no Deployment rollouts",
     "StatefulSet": "the rollout guard sees no StatefulSet rollouts",
+    "PersistentVolumeClaim": "pods' volumes are not read (no volume topology, no attach limits)",
+    "PersistentVolume": "bound claims add no zone (a pod may be planned where its volume is not)",
+    "StorageClass": "unbound claims add no allowedTopologies and no CSI driver",
+    "CSINode": "existing nodes' attach limits come from their instance type (the catalog), if known",
 }
 WAIT_REPORT_AFTER = 10.0  # seconds after start before the log names the missing caches
 WAIT_REPORT_EVERY = 60.0  # then at most this often while a required cache is missing

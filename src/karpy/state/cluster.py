@@ -36,6 +36,7 @@ from typing import Any
 from karpy import settings as settings_mod
 from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
+from karpy.model import volumes as volumes_mod
 from karpy.model.catalog import InstanceType
 from karpy.model.nodeclass import EC2NodeClass, KWOKNodeClass, NodeClass
 from karpy.model.objects import (
@@ -57,6 +58,20 @@ __all__ = ["Cluster", "InstanceTypeSource", "deletion_marked", "replaced"]
 
 _JOURNAL_MAX = 65536  # changes a journal holds before it forgets the older half
 
+_STORAGE_TYPES: dict[type, str] = {
+    volumes_mod.PersistentVolumeClaim: "PersistentVolumeClaim",
+    volumes_mod.PersistentVolume: "PersistentVolume",
+    volumes_mod.StorageClass: "StorageClass",
+    volumes_mod.CSINode: "CSINode",
+}
+
+_STORAGE = (
+    volumes_mod.PersistentVolumeClaim
+    | volumes_mod.PersistentVolume
+    | volumes_mod.StorageClass
+    | volumes_mod.CSINode
+)
+
 InstanceTypeSource = Callable[[NodePool, "NodeClass | None"], tuple[InstanceType, ...]]
 
 
@@ -74,6 +89,10 @@ class Cluster(statenodes.StateNodeCache):
     pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
     rollouts: dict[str, Rollout] = field(default_factory=dict)  # Kind/namespace/name -> its rollout status
+    # PersistentVolumeClaims (by namespace/name), PersistentVolumes, StorageClasses and CSINodes
+    # (by name), per kind: karpy.model.volumes.STORAGE_KINDS
+    storage: dict[str, dict[str, Any]] = field(default_factory=dict)
+    storage_complete: bool = False  # the storage objects are known to be all there are (Storage.complete)
     marked_for_deletion: set[str] = field(default_factory=set)
     nominations: dict[str, float] = field(default_factory=dict)  # node or claim name -> nominated until
 
@@ -118,6 +137,7 @@ class Cluster(statenodes.StateNodeCache):
         self._positions: dict[str, list[int]] = {}  # StateNode name -> its places in ``_nodes_out``
         self._claim_positions: dict[str, list[int]] = {}  # claim name -> places of StateNodes with it
         self._sorted: dict[str, tuple[int, tuple[Any, ...]]] = {}  # store -> (its version, values by key)
+        self._storage_cache: tuple[tuple[int, bool], volumes_mod.Storage] | None = None
         # per journaled store: the key of each change, and the store version before the first
         self._journals: dict[str, list[str]] = {"pods": [], "claims": []}
         self._journal_bases: dict[str, int] = {"pods": 0, "claims": 0}
@@ -145,8 +165,8 @@ class Cluster(statenodes.StateNodeCache):
 
     def store_version(self, store: str) -> int:
         """Bumped on every change to one store: ``pods``, ``nodes``, ``claims``, ``node_pools``,
-        ``node_classes``, ``daemonsets``, ``pdbs``, ``namespaces``, ``rollouts``, ``nominations`` or
-        ``marked_for_deletion``."""
+        ``node_classes``, ``daemonsets``, ``pdbs``, ``namespaces``, ``rollouts``, ``storage``,
+        ``nominations`` or ``marked_for_deletion``."""
         return self._store_versions.get(store, 0)
 
     def changed_since(self, store: str, version: int) -> list[str] | None:
@@ -182,6 +202,9 @@ class Cluster(statenodes.StateNodeCache):
         elif isinstance(obj, Rollout):
             key = rollouts_mod.key(obj.kind, obj.namespace, obj.name)
             self._put("rollouts", self.rollouts, key, obj, deleted)
+        elif isinstance(obj, _STORAGE):
+            key = obj.key if isinstance(obj, volumes_mod.PersistentVolumeClaim) else obj.name
+            self._put("storage", self.storage.setdefault(_STORAGE_TYPES[type(obj)], {}), key, obj, deleted)
         else:  # pragma: no cover - the Watched union is closed
             raise TypeError(f"cannot apply {type(obj).__name__}")
 
@@ -200,6 +223,10 @@ class Cluster(statenodes.StateNodeCache):
             return self.node_classes.get((kind, name))
         if kind in rollouts_mod.KINDS:
             return self.rollouts.get(rollouts_mod.key(kind, namespace, name))
+        if kind in volumes_mod.STORAGE_KINDS:
+            key = f"{namespace}/{name}" if kind == "PersistentVolumeClaim" else name
+            held: Watched | None = self.storage.get(kind, {}).get(key)
+            return held
         namespaced: dict[str, dict[str, Any]] = {
             "Pod": self.pods,
             "DaemonSet": self.daemonsets,
@@ -530,4 +557,23 @@ class Cluster(statenodes.StateNodeCache):
             namespaces=dict(self.namespaces),
             well_known=self.well_known,
             settings=self.settings,
+            storage=self._storage_view(),
         )
+
+    def _storage_view(self) -> volumes_mod.Storage:
+        """The storage objects as one :class:`~karpy.model.volumes.Storage`, the same object while
+        none of them changed."""
+        version = (self._store_versions.get("storage", 0), self.storage_complete)
+        cached = self._storage_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        kinds = self.storage
+        view = volumes_mod.Storage(
+            claims=dict(kinds.get("PersistentVolumeClaim", {})),
+            volumes=dict(kinds.get("PersistentVolume", {})),
+            classes=dict(kinds.get("StorageClass", {})),
+            csi_nodes=dict(kinds.get("CSINode", {})),
+            complete=self.storage_complete,
+        )
+        self._storage_cache = (version, view)
+        return view

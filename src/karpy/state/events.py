@@ -19,6 +19,7 @@ from karpy.model.objects import (
     PodDisruptionBudget,
     Rollout,
 )
+from karpy.model.volumes import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
 
 __all__ = ["ADDED", "DELETED", "MODIFIED", "Namespace", "ObjectEvent", "Watched"]
 
@@ -38,6 +39,10 @@ Watched = (
     | KWOKNodeClass
     | Namespace
     | Rollout
+    | PersistentVolumeClaim
+    | PersistentVolume
+    | StorageClass
+    | CSINode
 )
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from karpy.api import load as api_load
 from karpy.api.convert import DEFAULT_NAMESPACE
+from karpy.model import volumes
 from karpy.ports import WatchEvent
 from karpy.state import rollouts
 from karpy.state.cluster import Cluster
@@ -44,9 +45,10 @@ KINDS = frozenset(
         "PodDisruptionBudget",
         "Namespace",
         *rollouts.KINDS,
+        *volumes.STORAGE_KINDS,
     }
 )
-_NAMESPACED = frozenset({"Pod", "DaemonSet", "PodDisruptionBudget", *rollouts.KINDS})
+_NAMESPACED = frozenset({"Pod", "DaemonSet", "PodDisruptionBudget", "PersistentVolumeClaim", *rollouts.KINDS})
 STRICT_KINDS = frozenset({"NodePool", "EC2NodeClass", "KWOKNodeClass"})  # checked for unknown fields
 _STRICT = api_load.Checks(fields=api_load.STRICT.fields)  # (names: the API server checked them)
 

@@ -62,6 +62,7 @@ KINDS: tuple[str, ...] = (
     "PersistentVolumeClaim",
     "PersistentVolume",
     "StorageClass",
+    "CSINode",
 )
 
 

@@ -6,7 +6,8 @@ asked pod's last attempt are kept even when it was placed. Then, for that pod:
 
 - ``status``: ``bound`` (it has a node: named, nothing else is solved), ``not-pending``
   (terminal, being deleted, a DaemonSet pod or scheduling-gated: which), ``invalid`` (the
-  solve refuses it: the validation message), ``existing`` (placed on an existing node or an
+  solve refuses it: the validation message, class ``validation``, or why its volumes cannot be
+  used, class ``volume``), ``existing`` (placed on an existing node or an
   in-flight NodeClaim), ``new-nodeclaim`` (a new NodeClaim: its NodePool, its options grouped by
   family and, given the catalog order, what the launch rule would launch) or ``unschedulable``;
 - ``relaxations``: the preference-relaxation steps the solve needed;
@@ -212,7 +213,7 @@ class _Explainer:
                 pod.key,
                 "invalid",
                 f"Karpenter does not provision for this pod: {message}",
-                reason="validation",
+                reason=advice.reason,
                 message=message,
                 suggestion=advice.suggestion,
                 reasons=dict(self.error.reasons),

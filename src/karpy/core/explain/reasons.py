@@ -8,14 +8,20 @@ place checks them:
 
 ===================== ==========================================================================
 ``validation``        the pod selects a restricted label (Karpenter never provisions for it)
+``volume``            a volume cannot be used yet: its PersistentVolumeClaim, PersistentVolume or
+                      StorageClass is missing or being deleted, or the claim waits to be bound
 ``consolidate-after`` an existing node still inside its consolidateAfter window (consolidation)
 ``taint``             a taint the pod does not tolerate
 ``host-port``         a host port already used on the node (or by a DaemonSet on every type)
 ``resources``         requests larger than what is left on the node, or than every instance type
 ``requirements``      node selector / required node affinity against the node's or NodePool's
                       labels and requirements (also: no instance type meets them)
+``volume-topology``   the pod's volumes can only be used elsewhere (a bound volume's node
+                      affinity, an unbound claim's StorageClass allowedTopologies)
 ``offering``          no instance type has an available offering in the allowed zones and
                       capacity types
+``volume-limit``      the node, or every instance type left, would attach more volumes of a CSI
+                      driver than its limit (CSINode allocatable, the EBS limit of the type)
 ``topology-spread``   a topologySpreadConstraint leaves no domain within maxSkew
 ``pod-affinity``      a required pod affinity term has no domain with a matching pod
 ``pod-anti-affinity`` a required pod anti-affinity term rules out every domain
@@ -35,6 +41,9 @@ __all__ = ["CLASSES", "reason_class"]
 # (prefix of the solver's message, class): the first match wins, so longer prefixes come first
 _PREFIXES: tuple[tuple[str, str], ...] = (
     ("label ", "validation"),
+    ("volume topology", "volume-topology"),
+    ("volume attach limit", "volume-limit"),
+    ('volume "', "volume"),
     ("node is still inside its consolidateAfter window", "consolidate-after"),
     ("did not tolerate taint", "taint"),
     ("host port", "host-port"),
@@ -57,12 +66,15 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 
 CLASSES: tuple[str, ...] = (
     "validation",
+    "volume",
     "consolidate-after",
     "taint",
     "host-port",
     "resources",
     "requirements",
+    "volume-topology",
     "offering",
+    "volume-limit",
     "topology-spread",
     "pod-affinity",
     "pod-anti-affinity",

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from karpy.core.explain import topo
+from karpy.core.explain import storage, topo
 from karpy.core.explain.reasons import reason_class
 from karpy.core.scheduling.daemons import DaemonOverhead
 from karpy.core.scheduling.podinfo import PodData
@@ -346,6 +346,8 @@ _POOL: dict[str, _Handler] = {
     "pod-anti-affinity": lambda m, p, d, v: _topology(m, p),
     "topology": lambda m, p, d, v: _topology_conflict(m, d, f"NodePool {v.name}"),
     "validation": lambda m, p, d, v: _validation(m),
+    "volume-topology": lambda m, p, d, v: storage.volume_topology(m, f"NodePool {v.name}"),
+    "volume-limit": lambda m, p, d, v: storage.volume_limit(m, f"a NodeClaim of NodePool {v.name}"),
 }
 
 
@@ -415,14 +417,21 @@ def advise_node(message: str, pod: Pod, data: PodData, view: NodeView) -> Advice
         detail, suggestion = _topology(message, pod)
     elif cls == "topology":
         detail, suggestion = _topology_conflict(message, data, f"node {view.name}")
+    elif cls == "volume-topology":
+        detail, suggestion = storage.volume_topology(message, f"node {view.name}")
+    elif cls == "volume-limit":
+        detail, suggestion = storage.volume_limit(message, f"node {view.name}")
     return Advice(cls, detail, suggestion)
 
 
 def advise_alone(message: str) -> Advice:
-    """The class and suggestion of a message that names no place (validation, no NodePool)."""
+    """The class and suggestion of a message that names no place (validation, volumes, no NodePool)."""
     cls = reason_class(message)
     if cls == "validation":
         detail, suggestion = _validation(message)
+        return Advice(cls, detail, suggestion)
+    if cls == "volume":
+        detail, suggestion = storage.pod_problem(message)
         return Advice(cls, detail, suggestion)
     if cls == "no-nodepool":
         return Advice(cls, {}, "create a NodePool: none can launch nodes for this pod")

@@ -3,7 +3,9 @@
 Remaining room = allocatable − requests of bound pods − DaemonSet pods still expected.
 ``can_add`` checks, in Karpenter's order: taints (startup and known ephemeral taints
 ignored while a managed node initializes), host ports, resources, label requirements
-(no undefined keys allowed: the node's labels are all there is), then topology.
+(no undefined keys allowed: the node's labels are all there is), the pod's volumes (their
+topology against the node's labels, CSI attach limits: :mod:`~karpy.core.scheduling.volumes`),
+then topology.
 Used by :mod:`karpy.core.scheduling.scheduler`.
 
 The solves of a disruption pass see the same (frozen) StateNodes again and again:
@@ -23,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from karpy.core import lifecycle
-from karpy.core.scheduling import daemons, podinfo
+from karpy.core.scheduling import daemons, podinfo, volumes
 from karpy.core.scheduling.cache import IdentityCache, ObjectMemo, by_identity
 from karpy.core.scheduling.nodeclaim import Unfit, domain_key
 from karpy.core.scheduling.podinfo import PodData
@@ -288,6 +290,7 @@ class ExistingNode:
     pods: list[Pod] = field(default_factory=list)
     under_consolidate_after: bool = False
     _domains: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    _attached: dict[str, frozenset[str]] | None = None  # claims attached per CSI driver (on first need)
 
     @classmethod
     def build_all(
@@ -341,6 +344,8 @@ class ExistingNode:
         if self.under_consolidate_after and pod.node_name:
             raise Unfit(_IN_WINDOW, monotone=True)
         unfit = self._static(pod, data)
+        if unfit is None and data.volumes is not None:
+            unfit = self._volume_unfit(data.volumes)
         if unfit is not None:
             raise unfit
         node_reqs = self.requirements
@@ -362,6 +367,28 @@ class ExistingNode:
         return _static(
             self.taints, self.host_ports, self.requests, self.available, self.requirements, pod, data
         )
+
+    def _volume_unfit(self, found: volumes.PodVolumes) -> Unfit | None:
+        """The pod's volumes here: their topology against the node's labels, then the CSI attach
+        limits (the node's CSINode, else its instance type's) with what its pods attach already."""
+        node_reqs, wanted = self.requirements, found.requirements
+        if wanted is not None and not node_reqs.is_compatible(wanted):
+            return Unfit(lambda: volumes.conflict(found, node_reqs), monotone=not node_reqs.undefined(wanted))
+        context = found.context
+        if not found.attach or context is None:
+            return None
+        state = self.state
+        over = volumes.over_limit(
+            self._usage(context), found.attach, context.limits(state.name, state.labels)
+        )
+        if over is None:
+            return None
+        return Unfit(lambda: volumes.limit_message(over, f"node {state.name}"), monotone=True)
+
+    def _usage(self, context: volumes.VolumeContext) -> dict[str, frozenset[str]]:
+        if self._attached is None:
+            self._attached = volumes.attached(self.state.pods, context.storage)
+        return self._attached
 
     def known_unfit(self, pod: Pod, data: PodData, kind: int) -> Unfit | None:
         """What :meth:`can_add` raises before topology: the consolidateAfter window of this solve,
@@ -389,6 +416,9 @@ class ExistingNode:
         self.requirements = reqs
         self.topology.record(pod, self.taints, reqs, frozenset())
         self.host_ports.extend(pod.host_ports)
+        found = data.volumes
+        if found is not None and found.attach and found.context is not None:
+            self._attached = volumes.merged(self._usage(found.context), found.attach)
 
 
 def register_hostnames(states: Sequence[StateNode], topology: Topology) -> None:

@@ -3,9 +3,10 @@
 :class:`Template` is a NodePool ready for scheduling (requirements incl. template labels,
 pre-filtered instance types, DaemonSet overhead per type). :class:`ClaimInProgress`
 accumulates pods: each ``can_add`` checks taints, host ports, requirement compatibility,
-topology, then keeps only the instance types that still intersect the requirements, fit
-the summed requests plus DaemonSet overhead, and have an available compatible offering,
-then checks ``minValues``. Used by :mod:`karpy.core.scheduling.scheduler`.
+the pod's volume topology, topology, then keeps only the instance types that still intersect
+the requirements, fit the summed requests plus DaemonSet overhead, have an available compatible
+offering and an attach limit that takes the pods' volumes, then checks ``minValues``.
+Used by :mod:`karpy.core.scheduling.scheduler`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from karpy.core.scheduling import volumes
 from karpy.core.scheduling.daemons import DaemonOverhead
 from karpy.core.scheduling.podinfo import PodData
 from karpy.core.scheduling.topology import Topology, TopologyError
@@ -232,6 +234,7 @@ class ClaimInProgress:
     domain_memo: dict[tuple[str, int], tuple[object, ...]] = field(default_factory=dict)
     # (claim requests, pod requests, their sum) of the last ``can_add``: ``add`` follows it
     _sum: tuple[Resources, Resources, Resources] | None = None
+    attached: dict[str, frozenset[str]] = field(default_factory=dict)  # claims per CSI driver (its pods')
 
     @classmethod
     def open(
@@ -278,6 +281,15 @@ class ClaimInProgress:
                 monotone=not claim_reqs.undefined(data.requirements, well_known),
             )
         reqs = claim_reqs.union_with(data.requirements)
+        found = data.volumes
+        if found is not None and found.requirements is not None:
+            wanted, base = found.requirements, reqs
+            if not base.is_compatible(wanted, well_known):
+                raise Unfit(
+                    lambda: volumes.conflict(found, base, well_known),
+                    monotone=not base.undefined(wanted, well_known),
+                )
+            reqs = reqs.union_with(wanted)
         if self.topology.constrains(pod, labels.ZONE):
             # karpy: a zonal topology may only pick zones this claim's options are offered in
             # (upstream picks among all domains, then fails the pool when the zone is unreachable)
@@ -308,12 +320,31 @@ class ClaimInProgress:
                 monotone=index.usable and not index.fits_mask(self.options, requests).any(),
                 resources=True,
             )
+        if found is not None and found.attach:
+            options = self._attach_limits(options, found.attach)
         if reqs.has_min_values():
             its = self.index.select(self.index.order_by_price(options, reqs))
             shortfall = min_values_shortfall(its, reqs)
             if shortfall is not None:
                 raise Unfit(shortfall)
         return reqs, options
+
+    def _attach_limits(self, options: Options, adding: volumes.Attached) -> Options:
+        """The options whose CSI attach limits take the claim's volumes and ``adding``; raises
+        :class:`Unfit` when none does (for good: the claim's volumes only grow)."""
+        types = self.index.types
+        listed = options.tolist()
+        if not any(types[i].volume_limits for i in listed):
+            return options
+        attached = self.attached
+        keep = [volumes.over_limit(attached, adding, types[i].volume_limits) is None for i in listed]
+        if all(keep):
+            return options
+        if any(keep):
+            return options[keep]
+        overs = [volumes.over_limit(attached, adding, types[i].volume_limits) for i in listed]
+        worst = max((o for o in overs if o is not None), key=lambda o: o[2])
+        raise Unfit(lambda: volumes.limit_message(worst, "the largest instance type left"), monotone=True)
 
     def domain_key(self, key: str, pod: Pod, data: PodData) -> tuple[object, ...]:
         """What ``can_add`` hands the topology as this claim's domains of ``key`` for ``pod``, as a
@@ -378,3 +409,5 @@ class ClaimInProgress:
         self.topology.register(labels.HOSTNAME, self.hostname)
         self.topology.record(pod, self.template.taints, reqs, self.well_known)
         self.host_ports.extend(pod.host_ports)
+        if data.volumes is not None and data.volumes.attach:
+            self.attached = volumes.merged(self.attached, data.volumes.attach)

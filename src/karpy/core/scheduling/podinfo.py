@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from karpy.core.scheduling.cache import ObjectMemo
+from karpy.core.scheduling.volumes import PodVolumes
 from karpy.model import labels
 from karpy.model.objects import Pod
 from karpy.model.requirements import Requirements
@@ -36,6 +37,7 @@ class PodData:
     strict: Requirements
     requests: Resources
     signature: tuple[object, ...] = ()  # see :func:`signature`
+    volumes: PodVolumes | None = None  # what its volumes ask (set by the solver; None: no volumes)
 
 
 # Per pod object (frozen): asked for every pod of every solve, and by the topology as well.
@@ -66,7 +68,15 @@ def _signature(pod: Pod) -> tuple[object, ...]:
         pod.anti_affinity,
         pod.anti_affinity_preferred,
         bool(pod.node_name),
+        *_volume_signature(pod),
     )
+
+
+def _volume_signature(pod: Pod) -> tuple[object, ...]:
+    """A pod's volumes (an ephemeral volume's claim is named after the pod: then the pod too)."""
+    if not pod.volumes:
+        return ()
+    return (pod.volumes, pod.name if any(v.ephemeral for v in pod.volumes) else "")
 
 
 def pod_requests(pod: Pod) -> Resources:

@@ -4,11 +4,11 @@ Pods are queued by CPU, then memory (descending), then age and name. Each pod tr
 order: existing nodes (initialized first, then by name; including launched but not yet
 registered NodeClaims), the NodeClaims opened earlier in this solve (fewest pods first),
 then a new NodeClaim from the NodePools by weight (ties by name, descending). A pod that
-fits nowhere has its soft constraints relaxed one step at a time
-(:mod:`~karpy.core.scheduling.preferences`); if it still fails it goes back to the queue
-with its original spec, and the solve ends after a full pass without progress.
-NodePool limits shrink the instance-type options of new claims (pessimistically by the
-largest option). Pure: no clock, no I/O.
+fits nowhere has its soft constraints relaxed (:mod:`~karpy.core.scheduling.preferences`); if it
+still fails it goes back to the queue with its original spec, and the solve ends after a full
+pass without progress. NodePool limits shrink the instance-type options of new claims
+(pessimistically by the largest option); a pod's volumes are read once per spec, and a pod whose
+volumes cannot be used is refused (:mod:`~karpy.core.scheduling.volumes`). Pure: no clock, no I/O.
 
 Fast paths (each gives exactly the one-by-one result of
 :mod:`~karpy.core.scheduling.reference`, which the equivalence tests compare): pods with the
@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from karpy.core.scheduling import podinfo, preferences, queueing, templates, topocounts
+from karpy.core.scheduling import podinfo, preferences, queueing, templates, topocounts, volumes
 from karpy.core.scheduling.boundpods import bound_index
 from karpy.core.scheduling.cache import domain_key_of
 from karpy.core.scheduling.caches import SchedulingCaches
@@ -119,6 +119,7 @@ class Solver:
         self.snapshot = snapshot
         self.stop = stop
         self.without = without
+        self.volumes = volumes.VolumeContext(snapshot.storage, snapshot.instance_types)
         self._read_settings()
         self._cut_places(consolidation)
         self.topology = self._topology(pods)
@@ -214,9 +215,8 @@ class Solver:
             key = (spec, pod.requests)
             data = self.data_by_spec.get(key)
             if data is None:
-                data = dataclasses.replace(
-                    podinfo.pod_data(pod, respect_preferences=self.respect), signature=spec
-                )
+                data = podinfo.pod_data(pod, respect_preferences=self.respect)
+                data = dataclasses.replace(data, signature=spec, volumes=self.volumes.resolve(pod))
                 self.data_by_spec[key] = data
             self.data[uid] = data
         return data
@@ -545,6 +545,8 @@ class Solver:
         schedulable: list[Pod] = []
         for candidate in pods:
             problem = podinfo.validate(candidate, self.well_known)
+            if problem is None and candidate.volumes:
+                problem = volumes.problem_of(self.pod_data(candidate).volumes)
             if problem is not None:
                 errors[Topology.uid(candidate)] = PodError(candidate, {"validation": problem})
             else:
