@@ -6,7 +6,16 @@ NodePool. Graceful disruption (emptiness, consolidation) also needs every pod ev
 no active ``do-not-disrupt`` pod (``"true"`` or a duration since the pod started) and no pod
 a PDB protects. Eventual disruption (drift) keeps a node whose pods block eviction when its
 NodeClaim has a ``terminationGracePeriod``. Pods without an owner are evicted, not
-blocking; DaemonSet and mirror pods are not rescheduled.
+blocking.
+
+Which pods move follows upstream ``pkg/utils/pod/scheduling.go`` (kubernetes-sigs/karpenter):
+a pod is *reschedulable* (:func:`reschedulable`, ``IsReschedulable``) when it is active (not
+Succeeded/Failed, not terminating) or is a terminating StatefulSet pod, and is owned by neither
+a DaemonSet nor a Node (a mirror pod). A candidate is *empty* when its reschedulable pods add
+nothing to its rescheduling cost (``Candidate.IsEmpty``: every one has an eviction cost <= 0).
+The pods a disruption solve places are the *currently* reschedulable ones
+(:func:`currently_reschedulable`, ``pdb.Limits.IsCurrentlyReschedulable``): no active
+do-not-disrupt and no PDB that blocks eviction for good.
 
 :func:`build_classes` builds both classes in one walk over the nodes. What does not depend on
 ``now`` is split out (:class:`PodFacts` per pod, :class:`NodeFacts` per node: live pods, the
@@ -24,7 +33,8 @@ from dataclasses import dataclass
 from karpy.core.disruption import headroom_guard
 from karpy.core.disruption import pdbs as pdbs_mod
 from karpy.core.disruption.types import Candidate
-from karpy.core.snapshot import StateNode
+from karpy.core.scheduling.cache import ObjectMemo
+from karpy.core.snapshot import Snapshot, StateNode
 from karpy.model import labels
 from karpy.model.catalog import InstanceType
 from karpy.model.objects import NodePool, Pod
@@ -40,11 +50,14 @@ __all__ = [
     "build",
     "build_all",
     "build_classes",
+    "currently_reschedulable",
     "do_not_disrupt_active",
     "do_not_disrupt_until",
     "evictable",
     "eviction_cost",
+    "leaving_pods",
     "node_facts",
+    "owned_by",
     "pod_facts",
     "price",
     "reschedulable",
@@ -90,22 +103,66 @@ def do_not_disrupt_until(pod: Pod) -> float | None:
     return (pod.started if pod.started is not None else pod.created) + seconds
 
 
+# (API version, kind) of the owners upstream's IsOwnedByStatefulSet / DaemonSet / Node look for
+# (karpy matches the kind: see owned_by)
+STATEFULSET = ("apps/v1", "StatefulSet")
+DAEMONSET = ("apps/v1", "DaemonSet")
+NODE = ("v1", "Node")  # a mirror (static) pod
+
+
+def owned_by(pod: Pod, owner: tuple[str, str]) -> bool:
+    """Upstream ``IsOwnedBy``: any owner reference (controller or not) of that kind. Upstream also
+    compares the API version; karpy matches the kind alone (each of these kinds is served at one
+    version, and objects written by hand or by karpy's own builders may name another or none)."""
+    kind = owner[1]
+    return any(o.kind == kind for o in pod.owners)
+
+
 def reschedulable(pod: Pod) -> bool:
-    """Active pods that are neither DaemonSet-owned nor mirror (node-owned) pods."""
-    if pod.is_terminal() or pod.deleting:
+    """Upstream ``IsReschedulable``: active, or a terminating StatefulSet pod (it must go before
+    its replacement is made, so its place is planned); not a DaemonSet or mirror pod."""
+    if pod.deleting:
+        if not owned_by(pod, STATEFULSET):
+            return False
+    elif pod.is_terminal():
         return False
-    owner = pod.controller
-    return not (owner is not None and owner.kind in ("DaemonSet", "Node"))
+    return not owned_by(pod, DAEMONSET) and not owned_by(pod, NODE)
+
+
+Leaving = tuple[tuple[str, tuple[Pod, ...]], ...]
+_LEAVING: ObjectMemo[Leaving] = ObjectMemo(4)  # per snapshot object
+
+
+def leaving_pods(snapshot: Snapshot) -> Leaving:
+    """The nodes being deleted (or marked for deletion), each with its currently reschedulable
+    pods at ``snapshot.now``: what every disruption solve must also find a place for."""
+    return _LEAVING.of(snapshot, _leaving)
+
+
+def _leaving(snapshot: Snapshot) -> Leaving:
+    limits = pdbs_mod.Limits(snapshot.pdbs, ())  # (whether a PDB blocks for good needs no pod counts)
+    return tuple(
+        (n.name, tuple(p for p in n.pods if currently_reschedulable(p, snapshot.now, limits)))
+        for n in snapshot.nodes
+        if n.marked_for_deletion
+        or (n.node is not None and n.node.deleting)
+        or (n.claim is not None and n.claim.deleting)
+    )
 
 
 def evictable(pod: Pod) -> bool:
     """Pods a drain evicts: active, not mirror pods, not tolerating ``karpenter.sh/disrupted``."""
-    if pod.is_terminal() or pod.deleting:
-        return False
-    owner = pod.controller
-    if owner is not None and owner.kind == "Node":
+    if pod.is_terminal() or pod.deleting or owned_by(pod, NODE):
         return False
     return first_untolerated(pod.tolerations, (DISRUPTED,)) is not None
+
+
+def currently_reschedulable(pod: Pod, now: float, limits: pdbs_mod.Limits) -> bool:
+    """Upstream ``IsCurrentlyReschedulable``: reschedulable, no active do-not-disrupt, and not
+    held by a PDB that never allows an eviction (the pod would stay where it is)."""
+    if not reschedulable(pod) or do_not_disrupt_active(pod, now):
+        return False
+    return not (evictable(pod) and limits.fully_blocked(pod))
 
 
 def eviction_cost(pod: Pod) -> float:
@@ -187,13 +244,14 @@ def node_facts(
     selected: Callable[[Pod], tuple[int, ...]],
 ) -> NodeFacts:
     """:class:`NodeFacts` from per-pod facts and PDB selections (``selected``: the snapshot's PDBs)."""
-    live = [f for f in map(facts, node.pods) if not f.terminal]
+    every = list(map(facts, node.pods))
+    live = [f for f in every if not f.terminal]
     checks = []
     for f in live:
         chosen = selected(f.pod) if f.evictable else ()
         if f.dnd_always or f.dnd_until is not None or chosen:
             checks.append((f, chosen))
-    moving = [f for f in live if f.reschedulable]
+    moving = [f for f in every if f.reschedulable]  # (a terminating StatefulSet pod may be terminal)
     node_labels = node.labels
     return NodeFacts(
         instance_type=node_labels.get(labels.INSTANCE_TYPE, ""),
@@ -295,6 +353,7 @@ def build_classes(
             if claim.termination_grace_period is None:
                 eventual_why[node.name] = blocked
                 continue
+        moving = _held_back(f, limits, now) if f.checks else None
         it = instance_types.get(pool.name, {}).get(f.instance_type)
         node_price = price_of(it, f.price_labels) if it is not None else None
         # the last candidate of this StateNode, when it is made of the same parts (every field
@@ -307,6 +366,7 @@ def build_classes(
             and held[1].instance_type is it
             and held[1].price == node_price
             and held[1].blocked_eviction == blocked
+            and held[1].moving == moving
         ):
             candidate: Candidate = held[1]
         else:
@@ -322,6 +382,7 @@ def build_classes(
                 reschedule_cost=f.reschedule_cost,
                 eviction_cost=f.eviction_cost,
                 blocked_eviction=blocked,
+                moving=moving,
             )
             node._derived["candidate"] = (f, candidate)
         if not blocked:
@@ -330,6 +391,19 @@ def build_classes(
     # karpy.sh/headroom: the empty nodes an open headroom needs stay
     graceful = headroom_guard.keep(nodes, graceful, graceful_why, pools, instance_types, now)
     return Classes(graceful, graceful_why, eventual, eventual_why)
+
+
+def _held_back(f: NodeFacts, limits: pdbs_mod.Limits, now: float) -> tuple[Pod, ...] | None:
+    """The reschedulable pods that are also currently reschedulable, when some are not (None:
+    all are). Only pods of ``f.checks`` (do-not-disrupt or under a PDB) can be held back."""
+    held = {
+        id(pf.pod)
+        for pf, chosen in f.checks
+        if pf.do_not_disrupt(now) or (chosen and limits.fully_blocked(pf.pod, chosen))
+    }
+    if not held:
+        return None
+    return tuple(p for p in f.reschedulable if id(p) not in held)
 
 
 def build(

@@ -68,7 +68,7 @@ class _Shared:
     """What every solve of a pass over one snapshot starts from."""
 
     pending: tuple[Pod, ...]
-    deleting: tuple[tuple[str, tuple[Pod, ...]], ...]  # deleting nodes, with their reschedulable pods
+    deleting: cand_mod.Leaving  # deleting nodes, with their currently reschedulable pods
 
 
 # Per snapshot object: the solves of one pass differ only by their candidates.
@@ -77,14 +77,7 @@ _VERDICTS = verdicts.Verdicts()  # verdicts of earlier passes over the same obje
 
 
 def _shared(snapshot: Snapshot) -> _Shared:
-    deleting = tuple(
-        (n.name, tuple(p for p in n.pods if cand_mod.reschedulable(p)))
-        for n in snapshot.nodes
-        if n.marked_for_deletion
-        or (n.node is not None and n.node.deleting)
-        or (n.claim is not None and n.claim.deleting)
-    )
-    return _Shared(snapshot.pending_pods(), deleting)
+    return _Shared(snapshot.pending_pods(), cand_mod.leaving_pods(snapshot))
 
 
 def simulate(
@@ -109,9 +102,7 @@ def simulate(
     names, groups = _parts(snapshot, chosen)
     when = stop(groups) if stop is not None else None
     if when is not None and consolidation and not room_checked:
-        nowhere = room.unplaceable(
-            snapshot, frozenset(names), [c.reschedulable for c in chosen], when, caches
-        )
+        nowhere = room.unplaceable(snapshot, frozenset(names), [c.moved for c in chosen], when, caches)
         if nowhere is not None:
             return Simulation(Results((), {}, (), {}), (), nowhere)
     kept = headroom_guard.pods(snapshot) if consolidation else []  # an open karpy.sh/headroom's pieces
@@ -121,7 +112,7 @@ def simulate(
     )
     if results.stopped:
         return Simulation(results, ())
-    moved = [p for c in chosen for p in c.reschedulable] + kept  # pieces too need initialized room
+    moved = [p for c in chosen for p in c.moved] + kept  # pieces too need initialized room
     errors = {e.pod.key: e for e in results.errors}
     stranded = [f"{p.key}: {errors[p.key].summary()}" for p in moved if p.key in errors]
     by_name = {n.name: n for n in snapshot.nodes if n.name not in names}
@@ -138,7 +129,7 @@ def _parts(snapshot: Snapshot, chosen: Sequence[Candidate]) -> tuple[set[str], t
     names = {c.name for c in chosen}
     shared = _SHARED.of(snapshot, _shared)
     deleting = [pods for name, pods in shared.deleting if name not in names]
-    groups = (shared.pending, *(c.reschedulable for c in chosen), *deleting)
+    groups = (shared.pending, *(c.moved for c in chosen), *deleting)
     return names, groups
 
 
@@ -352,7 +343,7 @@ def _no_room(
     if when is None:
         return None
     # the candidates' own tuples of pods, which the room check recognises again
-    return room.unplaceable(snapshot, frozenset(names), [c.reschedulable for c in chosen], when, caches)
+    return room.unplaceable(snapshot, frozenset(names), [c.moved for c in chosen], when, caches)
 
 
 def _compute(

@@ -58,7 +58,7 @@ def keep(
     needs = headroom.needs(pools.values(), instance_types, now)
     if not needs:
         return graceful
-    removable = {c.name for c in graceful if not c.reschedulable}
+    removable = {c.name for c in graceful if c.empty}
     kept: dict[str, str] = {}
     for need in needs:
         members = headroom.members(nodes, need)
@@ -131,7 +131,7 @@ def _kept(snapshot: Snapshot, chosen: Sequence[Candidate]) -> str:
     nodes must still hold every piece after the candidates' pods moved onto the emptiest of them."""
     names = {c.name for c in chosen}
     pools = {c.pool.name for c in chosen}
-    moved = [p for c in chosen for p in c.reschedulable]
+    moved = [p for c in chosen for p in c.moved]
     for need in headroom.needs(snapshot.node_pools, snapshot.instance_types, snapshot.now):
         if need.pool not in pools or (need.zone and all(c.zone != need.zone for c in chosen)):
             continue

@@ -115,7 +115,7 @@ class Pass:
         remaining: dict[str, int] = {}
         held = False
         for c in sorted(graceful, key=lambda c: c.name):
-            if c.reschedulable:
+            if not c.empty:
                 continue
             if c.pool.disruption.consolidate_after is None:
                 self.note(c.name, "empty, but consolidateAfter is Never")
@@ -181,7 +181,7 @@ class Pass:
             why = self._not_consolidatable(c)
             if why is not None:
                 self.note(c.name, why)
-            elif not c.reschedulable:
+            elif c.empty:
                 self.note(c.name, "empty: left to emptiness")
                 empty = True
             else:

@@ -4,7 +4,9 @@ A pod is blocked when a PDB selecting it allows no disruption (``status.disrupti
 when the status is known, otherwise computed from ``minAvailable``/``maxUnavailable`` and the
 ready pods it selects), unless the pod is not Ready and the PDB's
 ``unhealthyPodEvictionPolicy`` is ``AlwaysAllow``. A pod selected by more than one PDB is
-blocked too: the Eviction API rejects it.
+blocked too: the Eviction API rejects it. A PDB that never allows an eviction
+(:func:`fully_blocking`) also keeps its pods out of the solves that plan where moved pods go
+(:meth:`Limits.fully_blocked`).
 
 Which PDBs select a pod (:func:`selecting`) does not change while the pod and the PDBs'
 namespaces and selectors do not, so :class:`Limits` takes an optional ``selected`` function
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from karpy.model.objects import Pod, PodDisruptionBudget
 
-__all__ = ["Limits", "selecting"]
+__all__ = ["Limits", "fully_blocking", "selecting"]
 
 
 def _scaled(value: str, total: int, *, round_up: bool) -> int:
@@ -35,6 +37,12 @@ def _selects(pdb: PodDisruptionBudget, pod: Pod) -> bool:
 def selecting(pdbs: Sequence[PodDisruptionBudget], pod: Pod) -> tuple[int, ...]:
     """Indices (in ``pdbs`` order) of the PDBs whose selector picks ``pod``."""
     return tuple(i for i, pdb in enumerate(pdbs) if _selects(pdb, pod))
+
+
+def fully_blocking(pdb: PodDisruptionBudget) -> bool:
+    """A PDB that never allows an eviction, whatever its pods' health (upstream ``newPdb``'s
+    ``isFullyBlocking``): ``maxUnavailable`` 0 or ``"0%"``, or ``minAvailable`` ``"100%"``."""
+    return str(pdb.max_unavailable) in ("0", "0%") or str(pdb.min_available) == "100%"
 
 
 def _allowed(pdb: PodDisruptionBudget, expected: int, healthy: int) -> int:
@@ -103,6 +111,18 @@ class Limits:
 
     def _select(self, pod: Pod) -> tuple[int, ...]:
         return selecting(self._pdbs, pod)
+
+    def fully_blocked(self, pod: Pod, selected: tuple[int, ...] | None = None) -> bool:
+        """Upstream ``isFullyBlocked`` for an evictable pod: under several PDBs, or under one that
+        never allows an eviction (``maxUnavailable`` 0 or ``"0%"``, ``minAvailable`` ``"100%"``),
+        unless the pod is not Ready and the PDB always lets unhealthy pods go."""
+        matching = self.selected(pod) if selected is None else selected
+        if len(matching) != 1:
+            return len(matching) > 1
+        pdb = self._pdbs[matching[0]]
+        if not pod.ready and pdb.unhealthy_pod_eviction_policy == "AlwaysAllow":
+            return False
+        return fully_blocking(pdb)
 
     def blocking(self, pod: Pod, selected: tuple[int, ...] | None = None) -> str | None:
         """Why ``pod`` cannot be evicted now, or None (``selected``: ``self.selected(pod)`` if known)."""

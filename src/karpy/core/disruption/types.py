@@ -57,10 +57,25 @@ class Candidate:
     reschedule_cost: float  # 1 + sum of positive eviction costs of the reschedulable pods
     eviction_cost: float  # sum of eviction costs of all pods (see ``disruption_cost``)
     blocked_eviction: str = ""  # why pods block eviction (kept for eventual disruption with a TGP)
+    # the reschedulable pods a solve places when some are held back (an active do-not-disrupt, a
+    # PDB that never allows an eviction: upstream's IsCurrentlyReschedulable); None: all of them
+    moving: tuple[Pod, ...] | None = None
 
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def moved(self) -> tuple[Pod, ...]:
+        """The pods a disruption solve places elsewhere (upstream's currently reschedulable pods)."""
+        return self.reschedulable if self.moving is None else self.moving
+
+    @property
+    def empty(self) -> bool:
+        """Upstream ``Candidate.IsEmpty``: no reschedulable pod adds to the rescheduling cost (each
+        has an eviction cost <= 0, or there is none). Emptiness deletes such a node, consolidation
+        leaves it to emptiness."""
+        return self.reschedule_cost <= 1.0
 
     @property
     def savings_ratio(self) -> float:

@@ -10,7 +10,8 @@ verdict. :class:`Verdicts` files them under
 - the *state*: :func:`~karpy.core.disruption.horizon.state_ids` (the identity of every node,
   pod, NodePool, instance-type tuple, DaemonSet and PDB of the snapshot, and
   consolidation's switch ``EARLY_STOP``), its namespaces, well-known
-  labels and settings (by equality), and the window flags of the existing nodes; an entry
+  labels and settings (by equality), the window flags of the existing nodes and the pods of
+  leaving nodes a solve places; an entry
   keeps its snapshot alive, so the identities stay valid;
 - the *candidates*: each one's node, NodePool, instance type and pods (by identity), price,
   capacity type, zone and rescheduling cost; with a ``Balanced`` NodePool among them, the
@@ -25,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from karpy.core.disruption import candidates as cand_mod
 from karpy.core.disruption import horizon
 from karpy.core.disruption.types import Candidate, Command
 from karpy.core.scheduling.cache import ObjectMemo
@@ -53,7 +55,9 @@ class _State:
 
 def _ids(snapshot: Snapshot, early_stop: bool, caches: SchedulingCaches) -> tuple[object, ...]:
     windows = existing_places(snapshot, caches.places).inside_windows(snapshot.node_pools, snapshot.now)
-    return (windows, *horizon.state_ids(snapshot, early_stop))  # the switches last
+    # the pods of leaving nodes a solve places (a do-not-disrupt duration there may end meanwhile)
+    leaving = tuple(tuple(map(id, pods)) for _, pods in cand_mod.leaving_pods(snapshot))
+    return (windows, leaving, *horizon.state_ids(snapshot, early_stop))  # the switches last
 
 
 def _candidate_key(
@@ -71,7 +75,7 @@ def _candidate_key(
                 c.capacity_type,
                 c.zone,
                 c.reschedule_cost,
-                tuple(map(id, c.reschedulable)),
+                tuple(map(id, c.moved)),
             )
         )
         balanced = balanced or c.pool.disruption.consolidation_policy == "Balanced"

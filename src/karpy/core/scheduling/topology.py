@@ -8,15 +8,17 @@ that carry required anti-affinity (so a pod they repel is kept out of their doma
 ``record`` counts a placement. Domain universes come from NodePools (requirements,
 template labels, instance types; with their taints for ``nodeTaintsPolicy: Honor``) and
 existing nodes. The bound pods a group counts come from the index of
-:mod:`karpy.core.scheduling.boundpods`. Used by :mod:`karpy.core.scheduling.scheduler`.
+:mod:`karpy.core.scheduling.boundpods`; an affinity term counts them in the namespaces
+:func:`term_namespaces` gives it. Used by :mod:`karpy.core.scheduling.scheduler`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from karpy.core.scheduling import topocounts
 from karpy.core.scheduling.boundpods import BoundIndex
+from karpy.core.scheduling.cache import ObjectMemo
 from karpy.core.scheduling.podinfo import signature
 from karpy.core.scheduling.topogroups import (
     AFFINITY,
@@ -38,6 +40,7 @@ from karpy.model.taints import Taint
 __all__ = [
     "AFFINITY",
     "ANTI_AFFINITY",
+    "NAMESPACE_NAME",
     "SPREAD",
     "DomainGroup",
     "NodeFilter",
@@ -45,7 +48,9 @@ __all__ = [
     "TopologyError",
     "TopologyGroup",
     "build_domain_groups",
+    "namespace_universe",
     "signature",
+    "term_namespaces",
 ]
 
 _BIG = BIG
@@ -54,14 +59,38 @@ _BIG = BIG
 PLAIN_COUNTS = False
 
 
-def _namespaces(
-    pod: Pod, term: PodAffinityTerm, namespace_labels: Mapping[str, Mapping[str, str]]
-) -> frozenset[str]:
+NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the label the API server puts on every namespace
+
+Universe = Mapping[str, Mapping[str, str]]
+_UNIVERSES: ObjectMemo[Universe] = ObjectMemo(8)  # per snapshot object
+
+
+def namespace_universe(snapshot: Snapshot) -> Universe:
+    """Every namespace a ``namespaceSelector`` can select, with its labels: the snapshot's Namespace
+    objects and the namespaces its pods are in (a pod's namespace exists on the API server even
+    when no Namespace object was read; it then has only the label below). Each carries
+    ``kubernetes.io/metadata.name: <name>``, which the API server sets and keeps on every namespace."""
+    return _UNIVERSES.of(snapshot, _universe)
+
+
+def _universe(snapshot: Snapshot) -> Universe:
+    out: dict[str, Mapping[str, str]] = {}
+    for name, lbls in snapshot.namespaces.items():
+        out[name] = {**lbls, NAMESPACE_NAME: name}
+    for ns in sorted({p.namespace for p in snapshot.pods} - out.keys()):
+        out[ns] = {NAMESPACE_NAME: ns}
+    return out
+
+
+def term_namespaces(pod: Pod, term: PodAffinityTerm, universe: Callable[[], Universe]) -> frozenset[str]:
+    """The namespaces a pod (anti-)affinity term looks in (upstream ``buildNamespaceList``): the pod's
+    own when the term names none and has no selector; else the listed ones plus every namespace of
+    ``universe()`` the selector matches (``{}`` matches them all)."""
     if not term.namespaces and term.namespace_selector is None:
         return frozenset((pod.namespace,))
     selected = set(term.namespaces)
     if term.namespace_selector is not None:
-        selected.update(ns for ns, lbls in namespace_labels.items() if term.namespace_selector.matches(lbls))
+        selected.update(ns for ns, lbls in universe().items() if term.namespace_selector.matches(lbls))
     return frozenset(selected)
 
 
@@ -147,6 +176,9 @@ class Topology:
     def uid(pod: Pod) -> str:
         return pod.uid or pod.key
 
+    def _universe(self) -> Universe:
+        return namespace_universe(self._snapshot)
+
     # -- group construction -------------------------------------------------------------
     def _new_group(
         self,
@@ -214,7 +246,7 @@ class Topology:
                         kind=kind,
                         key=term.topology_key,
                         pod=pod,
-                        namespaces=_namespaces(pod, term, self._snapshot.namespaces),
+                        namespaces=term_namespaces(pod, term, self._universe),
                         selector=_term_selector(pod, term),
                     )
                 )
@@ -277,7 +309,7 @@ class Topology:
                 kind=ANTI_AFFINITY,
                 key=term.topology_key,
                 pod=pod,
-                namespaces=_namespaces(pod, term, self._snapshot.namespaces),
+                namespaces=term_namespaces(pod, term, self._universe),
                 selector=_term_selector(pod, term),
             )
             key = self._hash(group)
