@@ -264,6 +264,28 @@ def test_pods_of_a_node_marked_for_deletion_are_provisioned_for() -> None:
     assert prov.reconcile().requeue_after is None  # no pending pod: no 10 s re-trigger
 
 
+def test_of_a_leaving_node_only_currently_reschedulable_pods_are_provisioned_for() -> None:
+    """As upstream's ``CurrentlyReschedulablePods``: a do-not-disrupt pod stays where it is and a
+    terminating pod goes, but a terminating StatefulSet pod is planned a place (its replacement
+    comes only after it is gone)."""
+    world, prov = make_world()
+    world.apply(encode.node(builders.node("old", allocatable={"cpu": "4", "memory": "8Gi", "pods": "10"})))
+    running = {"status": {"phase": "Running"}}
+    sts = {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "u1"}]}
+    gone = {"deletionTimestamp": "2026-03-02T00:00:00Z"}
+    world.apply(
+        raw_pod("pinned", nodeName="old", meta={"annotations": {"karpenter.sh/do-not-disrupt": "true"}})
+        | running,
+        raw_pod("leaving", nodeName="old", meta=gone) | running,
+        raw_pod("db-0", nodeName="old", meta=sts | gone) | running,
+    )
+    world.cluster.mark_for_deletion("old")
+    prov.trigger()
+    world.loop.wake(prov.name)
+    world.loop.run(until=world.loop.now + 1.0)
+    assert [e.name for e in events(world, "Nominated")] == ["db-0"]
+
+
 # -- limits --------------------------------------------------------------------------------------
 
 

@@ -142,6 +142,14 @@ def test_drain_goes_tier_by_tier_then_removes_instance_node_and_claim() -> None:
         raw_pod("mirror", node, owner="Node"),
         raw_pod("tolerant", node, tolerations=[{"key": "karpenter.sh/disrupted", "operator": "Exists"}]),
     )
+    delete = kwok.delete
+    seen_terminating: list[bool] = []
+
+    def delete_seeing_the_claim(claim: Any) -> None:
+        seen_terminating.append(world.cluster.claims["default-1"].is_true("InstanceTerminating"))
+        delete(claim)
+
+    kwok.delete = delete_seeing_the_claim  # type: ignore[method-assign]
     delete_claim(world)
     world.loop.step()  # the first termination pass
     assert DISRUPTED_TAINT in world.cluster.nodes[node].taints
@@ -153,6 +161,7 @@ def test_drain_goes_tier_by_tier_then_removes_instance_node_and_claim() -> None:
     assert node not in world.cluster.nodes
     assert "default-1" not in world.cluster.claims
     assert [c.name for c in kwok.delete_calls] == ["default-1"] * 2  # until NodeClaimNotFound
+    assert seen_terminating == [False, True]  # InstanceTerminating once the instance's deletion began
     assert {p.name for p in world.cluster.pods.values()} == {"mirror", "tolerant"}
     assert world.events.reasons().count("Evicted") == 5
     metrics = world.ctx.metrics

@@ -17,9 +17,11 @@ returns ``Result(requeue_after=deadline - now)``.
   PodScheduled condition to say ``Unschedulable``; karpy's Pod model does not carry pod
   conditions, so every unbound pod counts (a pod kube-scheduler has not tried yet may get
   capacity one batch early);
-- the reschedulable pods of nodes marked for deletion or being deleted (upstream step 4):
-  not terminal, not terminating, not DaemonSet- or Node-owned (do-not-disrupt and PDBs are
-  not consulted here).
+- the currently reschedulable pods of nodes marked for deletion or being deleted (upstream step
+  4, ``CurrentlyReschedulablePods``; :func:`karpy.core.disruption.candidates.leaving_pods`, the
+  very list every disruption solve adds): not terminal, not DaemonSet- or Node-owned, not
+  terminating unless a StatefulSet's, without an active do-not-disrupt, and not held by a PDB
+  that never allows an eviction.
 
 It calls :func:`karpy.core.scheduling.solve`; for each new claim it re-checks the NodePool's
 limits against the pool's *current* usage (the cluster state read after the solve, plus the
@@ -67,9 +69,10 @@ from karpy.controllers.context import Context
 from karpy.controllers.dedupe import Dedupe
 from karpy.controllers.result import Result
 from karpy.core import headroom, scheduling
+from karpy.core.disruption import candidates
 from karpy.core.explain.reasons import reason_class
 from karpy.core.scheduling import limits
-from karpy.core.snapshot import Snapshot, StateNode
+from karpy.core.snapshot import Snapshot
 from karpy.model import errors
 from karpy.model.objects import Node, NodeClaim, NodePool, Pod
 from karpy.model.resources import CPU, Resources
@@ -122,19 +125,16 @@ def provisionable(pod: Pod, nodes: Container[str]) -> bool:
 
 
 def reschedulable(pod: Pod) -> bool:
-    """A pod of a node going away that will need a place elsewhere."""
-    return not pod.is_terminal() and not pod.deleting and not pod.is_daemonset_pod() and not _node_owned(pod)
-
-
-def _leaving(node: StateNode) -> bool:
-    return node.marked_for_deletion or (node.node is not None and node.node.deleting)
+    """A pod of a node going away that will need a place elsewhere (upstream ``IsReschedulable``)."""
+    return candidates.reschedulable(pod)
 
 
 def select_pods(snapshot: Snapshot) -> tuple[list[Pod], list[Pod]]:
-    """``(provisionable pending pods, reschedulable pods of leaving nodes)``, each sorted by key."""
+    """``(provisionable pending pods, currently reschedulable pods of leaving nodes)``, each
+    sorted by key."""
     node_names = {n.node.name for n in snapshot.nodes if n.node is not None}
     pending = [p for p in snapshot.unbound_pods() if provisionable(p, node_names)]
-    moving = [p for n in snapshot.nodes if _leaving(n) for p in n.pods if reschedulable(p)]
+    moving = [p for _, pods in candidates.leaving_pods(snapshot) for p in pods]
     return sorted(pending, key=lambda p: p.key), sorted(moving, key=lambda p: p.key)
 
 

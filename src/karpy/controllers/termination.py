@@ -28,10 +28,12 @@ from karpy.api import common as api_common
 from karpy.api import encode
 from karpy.controllers.claims import without_finalizer
 from karpy.controllers.context import Context
+from karpy.controllers.lifecycle import set_conditions
 from karpy.controllers.result import Result
 from karpy.core.disruption import candidates
+from karpy.core.disruption.budgets import INSTANCE_TERMINATING
 from karpy.model import errors, labels
-from karpy.model.objects import Node, NodeClaim, Pod
+from karpy.model.objects import Condition, Node, NodeClaim, Pod
 from karpy.model.taints import DISRUPTED
 
 __all__ = ["CRITICAL_PRIORITY_CLASSES", "TERMINATION_TIMESTAMP", "Termination", "tier"]
@@ -180,7 +182,21 @@ class Termination:
             return True
         except errors.CloudError as exc:
             self.ctx.event("NodeClaim", claim.name, "FailedTermination", str(exc), warning=True)
+            return False
+        self._mark_terminating(claim)
         return False
+
+    def _mark_terminating(self, claim: NodeClaim) -> None:
+        """``InstanceTerminating=True`` on the claim once its instance's deletion is under way
+        (upstream ``EnsureTerminated``): from then on it no longer counts in its NodePool's
+        disruption budgets (:func:`karpy.core.disruption.budgets.counts`)."""
+        current = self.ctx.cluster.claims.get(claim.name, claim)
+        if current.is_true(INSTANCE_TERMINATING):
+            return
+        condition = Condition(INSTANCE_TERMINATING, "True")
+        body = {"status": {"conditions": set_conditions(current.conditions, [condition], now=self.ctx.now())}}
+        with contextlib.suppress(errors.NotFound):
+            self.ctx.kube.patch("NodeClaim", claim.name, body)
 
     # -- Nodes ---------------------------------------------------------------------------
     def _node(self, node: Node, now: float) -> float | None:

@@ -21,6 +21,7 @@ from karpy.core.snapshot import StateNode
 from karpy.model.objects import Budget, NodePool
 
 __all__ = [
+    "INSTANCE_TERMINATING",
     "BudgetError",
     "active",
     "active_until",
@@ -31,6 +32,7 @@ __all__ = [
     "window",
 ]
 
+INSTANCE_TERMINATING = "InstanceTerminating"  # the NodeClaim condition set once its instance is being deleted
 _NODES = re.compile(r"^((100|[0-9]{1,2})%|[0-9]+)$")
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -128,16 +130,19 @@ def window(budget: Budget, now: float) -> tuple[bool, float, float] | None:
 
 
 def counts(pool: NodePool, nodes: Sequence[StateNode]) -> tuple[int, int]:
-    """(the pool's nodes a percentage counts, those already being disrupted or NotReady)."""
-    members = [n for n in nodes if n.node_pool == pool.name and n.claim is not None and n.node is not None]
-    total = sum(1 for n in members if n.initialized and not (n.claim is not None and n.claim.deleting))
-    disrupting = sum(
-        1
-        for n in members
-        if n.marked_for_deletion
-        or (n.node is not None and (n.node.deleting or not n.node.ready))
-        or (n.claim is not None and n.claim.deleting)
-    )
+    """(the pool's nodes a percentage counts, those of them already disrupting), as upstream's
+    ``BuildDisruptionBudgetMapping``: managed, initialized nodes whose claim is not
+    ``InstanceTerminating`` count; of those, the NotReady and the marked for deletion (a
+    deletion timestamp on the node or the claim included) are disrupting."""
+    total = disrupting = 0
+    for n in nodes:
+        if n.node_pool != pool.name or n.claim is None or n.node is None or not n.initialized:
+            continue
+        if n.claim.is_true(INSTANCE_TERMINATING):
+            continue
+        total += 1
+        if n.marked_for_deletion or n.node.deleting or not n.node.ready or n.claim.deleting:
+            disrupting += 1
     return total, disrupting
 
 

@@ -9,6 +9,7 @@ import pytest
 
 import builders as b
 from karpy.core.disruption import DRIFTED, EMPTY, UNDERUTILIZED, budgets
+from karpy.model.objects import Condition
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -176,6 +177,23 @@ def test_disrupting_and_not_ready_nodes_are_subtracted() -> None:
     count, why = budgets.allowed(pool, snap.nodes, EMPTY, 0.0)
     assert count == 0  # 3 - (marked n0 + NotReady sick + deleting going)
     assert "3 already disrupting" in why
+
+
+def test_a_deleting_claim_counts_in_the_base_until_its_instance_terminates() -> None:
+    """Upstream's ``BuildDisruptionBudgetMapping``: of 10 nodes two are being deleted; 50% is
+    taken of all 10 (5), less the 2 disrupting. Once a claim is ``InstanceTerminating`` it leaves
+    both counts. An uninitialized NotReady node is in neither."""
+    pool = b.disruption_pool(budgets=[b.budget("50%")])
+    managed = [b.managed_node(f"n{i}") for i in range(8)]
+    managed += [b.managed_node(f"d{i}", claim_overrides={"deleting": True}) for i in range(2)]
+    managed.append(b.managed_node("new", initialized=False, node_overrides={"ready": False}))
+    snap = b.managed_snapshot(pools=[pool], types=[], managed=managed)
+    assert budgets.counts(pool, snap.nodes) == (10, 2)
+    assert budgets.allowed(pool, snap.nodes, EMPTY, 0.0)[0] == 3
+    terminating = Condition(budgets.INSTANCE_TERMINATING, "True")
+    managed[8] = b.managed_node("d0", claim_overrides={"deleting": True}, claim_conditions=[terminating])
+    snap = b.managed_snapshot(pools=[pool], types=[], managed=managed)
+    assert budgets.counts(pool, snap.nodes) == (9, 1)
 
 
 def test_disrupting_nodes_reduce_the_count_but_never_below_zero() -> None:
