@@ -43,7 +43,7 @@ lint: $(STAMP)
 # and wall-clock bounds (the operator, its faults, the providers) run alone, as their timings
 # assume. tests/architecture/test_makefile.py keeps every test folder in one of the two lists.
 PARALLEL_TESTS := tests/unit tests/conformance tests/sim tests/architecture tests/docs tests/deploy
-SERIAL_TESTS := tests/adapters tests/controllers tests/providers tests/sweep
+SERIAL_TESTS := tests/adapters tests/controllers tests/providers tests/sweep tests/record
 PYTEST_CHECK = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 1; fi; [ $$rc -eq 0 ] || exit $$rc
 
 unit: $(STAMP) $(NATIVE_STAMP)

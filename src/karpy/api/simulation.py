@@ -8,6 +8,14 @@ problem names the field path inside the scenario (``workloads[2].deployment.spec
 .spec.containers[0].resources.requests.cpu``). :func:`validate` returns the parsed scenario
 or :class:`~karpy.api.load.Problem` lines; :mod:`karpy.sim.scenario` turns it into plain
 dataclasses. Times of day are ``"HH:MM"`` in UTC; durations are Go durations (``90s``, ``1h30m``).
+The workloads' blocks are :mod:`karpy.api.sim_workloads`'s (their names are re-exported here).
+
+What ``karpy record`` writes uses the same format, with a few more blocks (``docs/backtest.md``):
+replica curves and rollouts at absolute RFC3339 times, ``statefulSet`` and bare ``pod`` workloads,
+Job ``runs`` (a recorded start and duration each, instead of a cron ``schedule``),
+``initialState.pods: false`` (the trace runs the pods alive at its start) and the ``recorded``
+block (the nodes that really ran and the figures ``karpy backtest`` compares against; its schema
+is :mod:`karpy.sim.recorded`'s).
 """
 
 from __future__ import annotations
@@ -19,47 +27,49 @@ from typing import Annotated, Any, Literal
 import pydantic
 from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from karpy.api import common, core_v1
+from karpy.api import common
 from karpy.api import load as api_load
+from karpy.api.sim_workloads import (
+    DAY,
+    ClockTime,
+    CurveTime,
+    JobObject,
+    ReplicaCurve,
+    Run,
+    StatefulSetObject,
+    Strategy,
+    StrictModel,
+    Workload,
+    curve_time,
+    parse_clock,
+)
+from karpy.api.sim_workloads import nested as _nested
 from karpy.model import quantity
 
 __all__ = [
+    "DAY",
     "DEFAULT_START",
+    "ClockTime",
     "ClusterAutoscaler",
+    "CurveTime",
     "InitialState",
     "JobObject",
     "NodeGroup",
+    "NonNegative",
     "ReplicaCurve",
+    "Run",
     "Simulation",
+    "StatefulSetObject",
+    "Strategy",
+    "StrictModel",
     "TrueAllocatable",
     "Workload",
+    "curve_time",
     "parse_clock",
     "validate",
 ]
 
 DEFAULT_START = "2026-03-02T00:00:00Z"  # a Monday, 00:00 UTC
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
-
-
-def parse_clock(text: str) -> float:
-    """Seconds after midnight of ``"HH:MM"`` or ``"HH:MM:SS"`` (``"24:00"`` allowed as a day's end)."""
-    match = _CLOCK.match(text.strip())
-    if match is None:
-        raise ValueError(f'"{text}" is not a time of day (expected HH:MM, e.g. "07:30")')
-    hours, minutes, seconds = int(match[1]), int(match[2]), int(match[3] or 0)
-    if minutes > 59 or seconds > 59 or hours > 24 or (hours == 24 and (minutes or seconds)):
-        raise ValueError(f'"{text}" is not a time of day (00:00 to 23:59, or 24:00)')
-    return hours * 3600.0 + minutes * 60.0 + seconds
-
-
-def _clock(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, str):
-        raise ValueError(f'expected a quoted time of day such as "07:30", got {value!r}')
-    return parse_clock(value)
-
-
-ClockTime = Annotated[float, BeforeValidator(_clock)]
-"""A UTC time of day, ``"HH:MM"``; validated to seconds after midnight."""
 
 
 def _non_negative(value: float) -> float:
@@ -78,133 +88,7 @@ NonNegative = Annotated[float, pydantic.AfterValidator(_non_negative)]
 Fraction = Annotated[float, pydantic.AfterValidator(_fraction)]
 
 
-class _Strict(common.K8sModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-def _nested(model: type[pydantic.BaseModel], value: Any) -> pydantic.BaseModel:
-    """Validate ``value`` against ``model``; every problem becomes a located FieldError (several:
-    a :class:`~karpy.api.common.FieldErrors`, one line each)."""
-    try:
-        return model.model_validate(value)
-    except pydantic.ValidationError as exc:
-        found: list[common.FieldError] = []
-        for err in exc.errors():
-            cause = (err.get("ctx") or {}).get("error")
-            loc = tuple(err["loc"])
-            if isinstance(cause, common.FieldErrors):
-                found.extend(common.FieldError(loc + e.subpath, e.message) for e in cause.errors)
-                continue
-            if isinstance(cause, common.FieldError):
-                loc += cause.subpath
-                message = cause.message
-            elif cause is not None:
-                message = str(cause)
-            else:
-                message = "required" if err["type"] == "missing" else err["msg"]
-            found.append(common.FieldError(loc, message))
-        raise (found[0] if len(found) == 1 else common.FieldErrors(found)) from None
-
-
-# -- workloads ----------------------------------------------------------------------------
-
-
-class ReplicaCurve(_Strict):
-    """Replicas over the day: ``points`` of ``["HH:MM", replicas]`` or a ``csv`` file of time,replicas."""
-
-    interpolate: Annotated[str, common.one_of("linear", "step")] = "linear"
-    points: list[tuple[ClockTime, Annotated[int, common.at_least(0)]]] | None = None
-    csv: str | None = None
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ReplicaCurve:
-        if (self.points is None) == (self.csv is None):
-            raise common.FieldError(("points",), "give either points or csv")
-        if self.points is not None:
-            if not self.points:
-                raise common.FieldError(("points",), "needs at least one point")
-            bad = [
-                common.FieldError(("points", i, 0), "times must increase within a day")
-                for i in range(1, len(self.points))
-                if self.points[i][0] <= self.points[i - 1][0]
-            ]
-            if bad:
-                raise bad[0] if len(bad) == 1 else common.FieldErrors(bad)
-        return self
-
-
-class RollingUpdate(_Strict):
-    max_surge: common.IntOrString = "25%"
-    max_unavailable: common.IntOrString = "25%"
-
-
-class Strategy(common.K8sModel):
-    type: Annotated[str, common.one_of("RollingUpdate", "Recreate")] = "RollingUpdate"
-    rolling_update: RollingUpdate | None = None
-
-
-class JobSpec(common.K8sModel):
-    completions: Annotated[int, common.at_least(1)] = 1
-    parallelism: Annotated[int, common.at_least(1)] = 1
-    template: core_v1.PodTemplateSpec
-
-
-class JobObject(common.K8sModel):
-    """A ``batch/v1`` Job as far as the simulator runs it."""
-
-    api_version: Literal["batch/v1"] = "batch/v1"
-    kind: Literal["Job"] = "Job"
-    metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: JobSpec
-
-
-class Workload(_Strict):
-    """A Deployment with a replica curve and rollouts, or a Job run on a cron schedule."""
-
-    deployment: dict[str, Any] | None = None
-    replicas: int | str | ReplicaCurve | None = None  # None: the Deployment's spec.replicas
-    rollouts: list[ClockTime] = Field(default_factory=list)
-    job: dict[str, Any] | None = None
-    schedule: str | None = None
-    run_for: common.GoDuration | None = None
-
-    @field_validator("replicas", mode="before")
-    @classmethod
-    def _replicas(cls, value: Any) -> Any:
-        if value is None or isinstance(value, str):
-            return value
-        if isinstance(value, bool):
-            raise ValueError(f"expected a number, a CSV path or a curve, got {value!r}")
-        if isinstance(value, int):
-            if value < 0:
-                raise ValueError(f"must not be negative, got {value}")
-            return value
-        if isinstance(value, Mapping):
-            return _nested(ReplicaCurve, value)
-        raise ValueError(f"expected a number, a CSV path or a curve with points, got {value!r}")
-
-    @model_validator(mode="after")
-    def _one_kind(self) -> Workload:
-        if (self.deployment is None) == (self.job is None):
-            raise common.FieldError(("deployment",), "give either deployment or job")
-        if self.deployment is not None:
-            for name in ("schedule", "run_for"):
-                if getattr(self, name) is not None:
-                    raise common.FieldError((_camel(name),), "only a job takes a schedule and runFor")
-        else:
-            if self.replicas is not None or self.rollouts:
-                raise common.FieldError(("replicas",), "a job takes schedule and runFor, not replicas")
-            if not self.schedule:
-                raise common.FieldError(("schedule",), 'required for a job (cron, e.g. "0 3 * * *")')
-            if self.run_for is None:
-                raise common.FieldError(("runFor",), "required for a job (e.g. 40m)")
-        return self
-
-
-def _camel(name: str) -> str:
-    head, *rest = name.split("_")
-    return head + "".join(p.title() for p in rest)
-
+_Strict = StrictModel
 
 # -- cloud, pricing, baseline ------------------------------------------------------------
 
@@ -357,9 +241,11 @@ class KarpySettings(_Strict):
 
 
 class InitialState(_Strict):
-    """Where the run starts: a ``karpy snapshot`` folder, relative to the scenario file."""
+    """Where the run starts: a ``karpy snapshot`` folder, relative to the scenario file; ``pods:
+    false`` leaves its pods out (a recorded trace runs the pods alive at its start itself)."""
 
     snapshot: Annotated[str, Field(min_length=1)]
+    pods: bool = True
 
 
 class Simulation(_Strict):
@@ -381,6 +267,7 @@ class Simulation(_Strict):
     baseline: Baseline = Baseline()
     initial_state: InitialState | None = None
     settings: KarpySettings = KarpySettings()
+    recorded: dict[str, Any] | None = None  # validated by karpy.sim.recorded (karpy record's block)
 
     @field_validator("duration")
     @classmethod
@@ -398,6 +285,8 @@ _DEFAULT_VERSIONS = {
     "KWOKNodeClass": "karpenter.kwok.sh/v1alpha1",
     "DaemonSet": "apps/v1",
     "Deployment": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "Pod": "v1",
     "PodDisruptionBudget": "policy/v1",
     "Namespace": "v1",
 }
@@ -439,14 +328,33 @@ def _embedded(
     return obj, [_prefixed(p, prefix, base) for p in problems]
 
 
-def _job_problems(raw: dict[str, Any], prefix: str, base: api_load.Problem) -> list[api_load.Problem]:
+def _job_problems(
+    raw: dict[str, Any],
+    prefix: str,
+    base: api_load.Problem,
+    schema: type[JobObject] | type[StatefulSetObject] = JobObject,
+) -> list[api_load.Problem]:
+    """The problems of an embedded Job (or StatefulSet: ``schema``), which karpy's loader does not parse."""
     try:
-        JobObject.model_validate(_with_defaults(raw, None))
+        schema.model_validate(_with_defaults(raw, None))
     except pydantic.ValidationError as exc:
-        return api_load._validation_problems(exc, JobObject, base, prefix)
+        return api_load._validation_problems(exc, schema, base, prefix)
     if not (raw.get("metadata") or {}).get("name"):
         return [api_load.Problem(base.file, 0, base.kind, base.name, f"{prefix}.metadata.name", "required")]
     return []
+
+
+def _pod_problems(
+    raw: dict[str, Any], *, prefix: str, base: api_load.Problem, checks: api_load.Checks
+) -> tuple[dict[str, Any], list[api_load.Problem]]:
+    """A bare pod's template: named (``metadata.name``) or named per run (``generateName``)."""
+    meta = raw.get("metadata") or {}
+    named = dict(raw)
+    if not meta.get("name") and meta.get("generateName"):  # (validated as the pod of its first run)
+        named["metadata"] = {**meta, "name": f"{meta['generateName']}0"}
+    obj, found = _embedded(named, prefix=prefix, kinds=("Pod",), base=base, checks=checks)
+    obj["metadata"] = dict(meta)
+    return obj, found
 
 
 def validate(
@@ -497,5 +405,12 @@ def validate(
                     problems.append(api_load.Problem(file, 0, "Simulation", name, where, exc.message))
         elif wl.job is not None:
             problems.extend(_job_problems(wl.job, f"workloads[{i}].job", base))
+        elif wl.stateful_set is not None:
+            prefix = f"workloads[{i}].statefulSet"
+            wl.stateful_set = _with_defaults(wl.stateful_set, "StatefulSet")
+            problems.extend(_job_problems(wl.stateful_set, prefix, base, StatefulSetObject))
+        elif wl.pod is not None:
+            wl.pod, found = _pod_problems(wl.pod, prefix=f"workloads[{i}].pod", base=base, checks=checks)
+            problems.extend(found)
     failed = any(p.severity == api_load.ERROR for p in problems)
     return (None if failed else sim), problems

@@ -1,5 +1,5 @@
 """The ``karpy`` command line: simulate, plan, disrupt, explain, conformance, catalog, operator,
-snapshot, convert and version.
+snapshot, record, backtest, convert and version.
 
 The only place that prints. Bad input exits 2 with one line per problem (file, object,
 field); everything valid is still used. Starting is fast: each command's module imports only
@@ -15,6 +15,7 @@ from __future__ import annotations
 import typer
 
 from karpy.cli import (
+    backtest_cmd,
     catalog_cmd,
     conformance_cmd,
     conventions,
@@ -24,6 +25,7 @@ from karpy.cli import (
     explain_pod,
     operator_cmd,
     plan_cmd,
+    record_cmd,
     simulate_cmd,
     snapshot_cmd,
     sweep_cmd,
@@ -66,6 +68,8 @@ app.command("disrupt", cls=_COMMAND)(disrupt_cmd.disrupt)
 app.command("conformance", cls=_COMMAND)(conformance_cmd.conformance)
 app.command("operator", cls=_COMMAND)(operator_cmd.operator)
 app.command("snapshot", cls=_COMMAND)(snapshot_cmd.snapshot)
+app.command("record", cls=_COMMAND)(record_cmd.record)
+app.command("backtest", cls=_COMMAND)(backtest_cmd.backtest)
 app.command("convert", cls=_COMMAND)(convert_cmd.convert)
 app.command("version", cls=_COMMAND)(version_cmd.version)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")

@@ -9,6 +9,11 @@ difference to it marked better or worse. Its plots are PNG data embedded in the 
 (matplotlib, Agg backend, loaded only when a page is written), so it needs no network: nodes,
 pending pods, accumulated cost, CPU and memory utilisation and cumulative disruptions over
 time, one line per run, count axes from 0 and legends beside the plot, never over a curve.
+
+A ``karpy backtest`` document (``kind: BacktestResult``: runs ``simulated`` and ``recorded``, and
+its ``comparison`` rows) gets the same page with the comparison as its table (simulated,
+recorded, difference and percent) and the plots both runs have: nodes and accumulated cost, the
+simulated and the recorded line on one axis.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "BACKTEST",
+    "BACKTEST_PLOTS",
     "PLOTS",
     "ROWS",
     "Row",
@@ -81,6 +88,9 @@ PLOTS: list[tuple[str, str, str, str]] = [
     ("memory", "Memory utilisation (requested / allocatable)", "utilisation", "percent"),
     ("disruptions", "Disruptions (cumulative)", "disruptions", "count"),
 ]
+
+BACKTEST = "BacktestResult"  # the kind of a karpy backtest document
+BACKTEST_PLOTS = [plot for plot in PLOTS if plot[0] in ("nodes", "cost")]  # what a recording has
 
 PODS_CREATED_NOTE = (
     "Pods created counts every pod the workload controllers created, replacements included: a pod "
@@ -286,19 +296,37 @@ def _figures_table(runs: Mapping[str, Mapping[str, Any]]) -> str:
     return _table_html(header, rows, classes)
 
 
+def _comparison_html(rows: Sequence[Mapping[str, Any]]) -> str:
+    """A backtest's comparison: simulated, recorded, their difference and its percent of recorded."""
+
+    def cell(value: Any, digits: int, sign: str = "") -> str:
+        return "-" if value is None else f"{value:{sign},.{digits}f}".replace("-", "−")
+
+    body = [
+        [
+            str(r["label"]),
+            cell(r["simulated"], r.get("digits", 2)),
+            cell(r["recorded"], r.get("digits", 2)),
+            cell(r["delta"], r.get("digits", 2), "+"),
+            "-" if r["percent"] is None else f"{r['percent']:+.1f}%".replace("-", "−"),
+        ]
+        for r in rows
+    ]
+    return _table_html(["figure", "simulated", "recorded", "difference", "percent of recorded"], body)
+
+
 def write_html(document: Mapping[str, Any], path: Path) -> None:
     """Write a self-contained HTML report (plots embedded; opens offline in a browser)."""
+    if document.get("kind") == BACKTEST:
+        _write_backtest(document, path)
+        return
     runs: Mapping[str, Mapping[str, Any]] = document["runs"]
     scenario = html.escape(str(document.get("scenario", "")))
     base = baseline(runs)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>karpy simulation: {scenario}</title>",
-        "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}"
-        "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
-        "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
-        ".better{color:#137333;font-weight:bold}.worse{color:#b3261e;font-weight:bold}"
-        ".note{color:#444;max-width:60em}</style>",
+        _STYLE,
         "</head><body>",
         f"<h1>Simulation: {scenario}</h1>",
         f"<p>{html.escape(_window(document))}; seed {html.escape(str(document.get('seed', '')))}; "
@@ -318,9 +346,45 @@ def write_html(document: Mapping[str, Any], path: Path) -> None:
     if split is not None:
         parts.append("<h2>Savings against Cluster Autoscaler, by cause</h2>")
         parts.append(_table_html(["cause", "USD"], [[k, f"{v:,.2f}"] for k, v in split.items()]))
-    for key, title, unit, kind in PLOTS:
+    parts.extend(_plots(runs, PLOTS))
+    parts.append("</body></html>")
+    path.write_text("\n".join(parts), encoding="utf-8")
+
+
+_STYLE = (
+    "<style>body{font-family:sans-serif;margin:2em;max-width:1200px}"
+    "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;"
+    "text-align:right}td:first-child,th:first-child{text-align:left}img{max-width:100%}"
+    ".better{color:#137333;font-weight:bold}.worse{color:#b3261e;font-weight:bold}"
+    ".note{color:#444;max-width:60em}</style>"
+)
+
+
+def _plots(runs: Mapping[str, Mapping[str, Any]], plots: Sequence[tuple[str, str, str, str]]) -> list[str]:
+    parts = []
+    for key, title, unit, kind in plots:
         parts.append(f"<h2>{html.escape(title)}</h2>")
         image = _plot(runs, key, title, unit, kind)
         parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{image}'>")
+    return parts
+
+
+def _write_backtest(document: Mapping[str, Any], path: Path) -> None:
+    """The page of a ``karpy backtest`` document (see the module docstring)."""
+    runs: Mapping[str, Mapping[str, Any]] = document["runs"]
+    scenario = html.escape(str(document.get("scenario", "")))
+    autoscaler = html.escape(str(document.get("autoscaler", "")))
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>karpy backtest: {scenario}</title>",
+        _STYLE,
+        "</head><body>",
+        f"<h1>Backtest: {scenario}</h1>",
+        f"<p>{html.escape(_window(document))}; seed {html.escape(str(document.get('seed', '')))}; the "
+        f"recorded workload replayed through {autoscaler} and compared with what the cluster did "
+        "(the recorded nodes, priced with the simulator's catalog).</p>",
+        _comparison_html(document.get("comparison") or []),
+    ]
+    parts.extend(_plots(runs, BACKTEST_PLOTS))
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")

@@ -12,17 +12,21 @@ clean-up. It applies the scenario's objects, schedules the trace
 (:func:`karpy.sim.trace.schedule`), runs the loop to the end and returns a :class:`RunResult`
 with the figures of :func:`karpy.sim.metrics.summary` (plus, for karpy, the scheduler consistency
 check's counts: :mod:`karpy.sim.consistency`). Same scenario and seed -> same result.
-Called by ``karpy simulate``.
+``observe`` callbacks see every event of the run's API server with the virtual time (how a
+simulated cluster is recorded: ``karpy record``'s tests and ``scripts/record_example.py``);
+:func:`base_catalog` is the catalog a run prices with. Called by ``karpy simulate`` and
+``karpy backtest``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import logging
 import random
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +55,16 @@ from karpy.sim.workloads import Workloads
 from karpy.state.cluster import Cluster
 from karpy.state.feed import Feed
 
-__all__ = ["CLUSTER_AUTOSCALER", "KARPY", "MODES", "Overrides", "RunResult", "run"]
+__all__ = [
+    "CLUSTER_AUTOSCALER",
+    "KARPY",
+    "MODES",
+    "Observer",
+    "Overrides",
+    "RunResult",
+    "base_catalog",
+    "run",
+]
 
 KARPY = "karpy"
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
@@ -62,6 +75,7 @@ _GC_THRESHOLDS = (1_000_000, 20, 100)  # young collections every 1,000,000 alloc
 
 _CATALOGS: dict[tuple[Any, ...], Catalog] = {}
 Progress = Callable[[float, float], object]  # (virtual seconds done, total)
+Observer = Callable[[float, WatchEvent], object]  # (virtual time, an event of the run's API server)
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,6 +310,25 @@ def _fewer_collections() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+def _observed(observer: Observer, clock: Clock, event: WatchEvent) -> None:
+    observer(clock.now(), event)
+
+
+def _settings(scenario: Scenario) -> settings_mod.Settings:
+    return settings_mod.Settings(
+        pricing=settings_mod.PricingSettings(
+            spot_price_ratio=scenario.pricing.spot_ratio,
+            on_demand_discount=scenario.pricing.on_demand_discount,
+        ),
+        features=settings_mod.FeatureGates(measured_capacity=scenario.measured_capacity),
+    )
+
+
+def base_catalog(scenario: Scenario) -> Catalog:
+    """The scenario's catalog without a NodeClass, priced as its runs are (``pricing``)."""
+    return _Types(scenario.catalog, _settings(scenario), scenario.pricing.prices).catalog(None)
+
+
 def run(
     scenario: Scenario,
     *,
@@ -306,6 +339,7 @@ def run(
     scoring: str | None = None,
     progress: Progress | None = None,
     sample_every: float = 60.0,
+    observe: Sequence[Observer] = (),
 ) -> RunResult:
     """Simulate ``scenario`` for ``until`` seconds (default its duration) and measure it."""
     if mode not in MODES:
@@ -321,13 +355,9 @@ def run(
     loop = Loop(start=start)
     clock = LoopClock(loop)
     kube = _Kube(clock)
-    settings = settings_mod.Settings(
-        pricing=settings_mod.PricingSettings(
-            spot_price_ratio=scenario.pricing.spot_ratio,
-            on_demand_discount=scenario.pricing.on_demand_discount,
-        ),
-        features=settings_mod.FeatureGates(measured_capacity=scenario.measured_capacity),
-    )
+    for observer in observe:  # (first: they see every object the run creates)
+        kube.watch(functools.partial(_observed, observer, clock))
+    settings = _settings(scenario)
     types = _Types(scenario.catalog, settings, scenario.pricing.prices)
     base = types.catalog(None)
     holder: list[SimCloud] = []
@@ -386,7 +416,14 @@ def run(
         others.append(SnapshotPods(kube, clock, loop, ready_after=startup))
         initial.apply(kube, cloud.bill_running, others[0])
     trace.schedule(
-        loop, workloads, deployments=scenario.deployments, jobs=scenario.jobs, start=start, end=end
+        loop,
+        workloads,
+        deployments=scenario.deployments,
+        jobs=scenario.jobs,
+        start=start,
+        end=end,
+        statefulsets=scenario.statefulsets,
+        pods=scenario.pods,
     )
     now = start
     with _fewer_collections():  # (the summary too: its allocations would trigger collections)

@@ -11,7 +11,10 @@ replicas, or workloads whose peaks added up, exceed ``max_pods`` (:data:`MAX_POD
 default: ``karpy simulate --max-pods``) are an error, before any pod is made. Embedded Kubernetes
 objects stay raw dicts (with apiVersion/kind filled in): the runner applies them through the
 in-memory API server. :meth:`Scenario.with_karpy_config` and :meth:`Scenario.ablated` give the
-variants ``--compare-with`` and ``--ablations`` run. Used by the runner and ``karpy simulate``.
+variants ``--compare-with`` and ``--ablations`` run. A recorded trace (``karpy record``) is a
+scenario too: its StatefulSets, bare pods and Job runs become :mod:`karpy.sim.trace` values, its
+``recorded`` block a :class:`~karpy.sim.recorded.Recorded`, and ``initialState.pods: false``
+leaves the snapshot's pods out. Used by the runner, ``karpy simulate`` and ``karpy backtest``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from karpy.model import errors, labels, resources
 from karpy.sim import ca, trace
 from karpy.sim import cloud as sim_cloud
 from karpy.sim import initial as initial_mod
+from karpy.sim import recorded as recorded_mod
 
 __all__ = [
     "MAX_PODS",
@@ -111,6 +115,8 @@ class Scenario:
     objects: tuple[dict[str, Any], ...] = ()
     deployments: tuple[trace.DeploymentTrace, ...] = ()
     jobs: tuple[trace.JobTrace, ...] = ()
+    statefulsets: tuple[trace.StatefulSetTrace, ...] = ()
+    pods: tuple[trace.PodTrace, ...] = ()  # recorded bare pods
     pricing: Pricing = Pricing()
     cloud: CloudSpec = CloudSpec()
     scoring: str = "LeastAllocated"
@@ -119,6 +125,7 @@ class Scenario:
     initial: initial_mod.InitialState | None = None  # the snapshot the run starts from
     measured_capacity: bool = False  # settings.measuredCapacity
     warnings: tuple[api_load.Problem, ...] = ()  # unknown fields of embedded objects
+    recorded: recorded_mod.Recorded | None = None  # what really ran (a karpy record trace)
 
     def with_snapshot(self, state: initial_mod.InitialState) -> Scenario:
         """This scenario starting from ``state``: the snapshot's NodePools and NodeClasses when the
@@ -296,14 +303,22 @@ def parse(
     catalog = _catalog(sim.catalog, resolve, problem)
     pricing = _pricing(sim.pricing, resolve, problem)
     deployments, jobs = _workloads(sim.workloads, resolve, problem)
-    _check_pods(sim.workloads, deployments, jobs, max_pods, problem)
+    statefulsets, pods = _recorded_workloads(sim.workloads, resolve, problem)
+    _check_pods(sim.workloads, [*deployments, *statefulsets], jobs, max_pods, problem)
     baseline = _baseline(sim, raw, problem)
-    names = [(d.namespace, d.name) for d in deployments] + [(j.namespace, j.name) for j in jobs]
+    replicated: list[trace.DeploymentTrace | trace.StatefulSetTrace] = [*deployments, *statefulsets]
+    names = [(d.namespace, d.name) for d in replicated] + [(j.namespace, j.name) for j in jobs]
     for key in sorted({k for k in names if names.count(k) > 1}):
         problem("workloads", f"two workloads are named {key[0]}/{key[1]}")
+    recorded, bad = (
+        (None, []) if sim.recorded is None else recorded_mod.validate(sim.recorded, file=file, name=sim.name)
+    )
+    found.extend(bad)
     if found:
         raise ScenarioError(found)
     state = _snapshot(sim, resolve, snapshot)
+    if state is not None and sim.initial_state is not None and not sim.initial_state.pods:
+        state = dataclasses.replace(state, pods=())  # the trace runs the pods alive at its start
     scenario = Scenario(
         name=sim.name,
         file=file,
@@ -316,6 +331,8 @@ def parse(
         objects=tuple(sim.objects),
         deployments=tuple(deployments),
         jobs=tuple(jobs),
+        statefulsets=tuple(statefulsets),
+        pods=tuple(pods),
         pricing=pricing,
         cloud=_cloud_spec(sim.cloud),
         scoring=sim.scheduler.scoring,
@@ -323,6 +340,7 @@ def parse(
         description=sim.description,
         measured_capacity=sim.settings.measured_capacity,
         warnings=tuple(problems),
+        recorded=recorded,
     )
     return scenario if state is None else scenario.with_snapshot(state)
 
@@ -385,13 +403,13 @@ def _workloads(
     return deployments, jobs
 
 
-def _peak(deployment: trace.DeploymentTrace) -> int:
+def _peak(deployment: trace.DeploymentTrace | trace.StatefulSetTrace) -> int:
     return max(v for _, v in deployment.replicas.points)
 
 
 def _check_pods(
     workloads: Sequence[schema.Workload],
-    deployments: Sequence[trace.DeploymentTrace],
+    deployments: Sequence[trace.DeploymentTrace | trace.StatefulSetTrace],
     jobs: Sequence[trace.JobTrace],
     max_pods: int,
     problem: _Problem,
@@ -400,8 +418,8 @@ def _check_pods(
     together (their peaks added up, an upper bound of the pods at once)."""
     where = {}
     for i, wl in enumerate(workloads):
-        meta = (wl.deployment or wl.job or {}).get("metadata") or {}
-        field = "replicas" if wl.deployment is not None else "job.spec.parallelism"
+        meta = (wl.deployment or wl.stateful_set or wl.job or {}).get("metadata") or {}
+        field = "job.spec.parallelism" if wl.job is not None else "replicas"
         where[(meta.get("namespace") or "default", meta.get("name"))] = f"workloads[{i}].{field}"
     raise_it = f"the cap is {max_pods:,} pods (--max-pods N raises it)"
     peaks = [(d.namespace, d.name, _peak(d)) for d in deployments]
@@ -414,24 +432,29 @@ def _check_pods(
         problem("workloads", f"the workloads' peaks add up to {total:,} pods; {raise_it}")
 
 
+def _curve(
+    i: int, wl: schema.Workload, spec: Mapping[str, Any], resolve: _Resolve, problem: _Problem
+) -> trace.Curve | None:
+    """A Deployment's or StatefulSet's replicas over time (None: a CSV that cannot be read)."""
+    replicas = wl.replicas
+    if replicas is None:
+        return trace.Curve.constant(int(spec.get("replicas", 1)))
+    if isinstance(replicas, int):
+        return trace.Curve.constant(replicas)
+    if isinstance(replicas, str):
+        return _csv(resolve(replicas), "linear", problem, f"workloads[{i}].replicas")
+    if replicas.csv is not None:
+        where = f"workloads[{i}].replicas.csv"
+        return _csv(resolve(replicas.csv), replicas.interpolate, problem, where)
+    assert replicas.points is not None
+    return trace.Curve(tuple(replicas.points), replicas.interpolate, replicas.daily)
+
+
 def _deployment(
     i: int, wl: schema.Workload, d: Mapping[str, Any], resolve: _Resolve, problem: _Problem
 ) -> trace.DeploymentTrace | None:
     spec = d.get("spec") or {}
-    curve: trace.Curve | None = None
-    replicas = wl.replicas
-    if replicas is None:
-        curve = trace.Curve.constant(int(spec.get("replicas", 1)))
-    elif isinstance(replicas, int):
-        curve = trace.Curve.constant(replicas)
-    elif isinstance(replicas, str):
-        curve = _csv(resolve(replicas), "linear", problem, f"workloads[{i}].replicas")
-    elif replicas.csv is not None:
-        where = f"workloads[{i}].replicas.csv"
-        curve = _csv(resolve(replicas.csv), replicas.interpolate, problem, where)
-    else:
-        assert replicas.points is not None
-        curve = trace.Curve(tuple(replicas.points), replicas.interpolate, True)
+    curve = _curve(i, wl, spec, resolve, problem)
     if curve is None:
         return None
     meta = d.get("metadata") or {}
@@ -441,25 +464,78 @@ def _deployment(
         template=spec.get("template") or {},
         strategy=spec.get("strategy"),
         replicas=curve,
-        rollouts=tuple(wl.rollouts),
+        rollouts=tuple(t for t in wl.rollouts if t <= schema.DAY),
+        rollout_times=tuple(sorted(t for t in wl.rollouts if t > schema.DAY)),
     )
 
 
+def _recorded_workloads(
+    workloads: Sequence[schema.Workload], resolve: _Resolve, problem: _Problem
+) -> tuple[list[trace.StatefulSetTrace], list[trace.PodTrace]]:
+    """The StatefulSets with their replica curves and the recorded bare pods."""
+    sets: list[trace.StatefulSetTrace] = []
+    pods: list[trace.PodTrace] = []
+    for i, wl in enumerate(workloads):
+        if wl.stateful_set is not None:
+            spec = wl.stateful_set.get("spec") or {}
+            curve = _curve(i, wl, spec, resolve, problem)
+            if curve is None:
+                continue
+            meta = wl.stateful_set.get("metadata") or {}
+            sets.append(
+                trace.StatefulSetTrace(
+                    name=meta["name"],
+                    namespace=meta.get("namespace") or "default",
+                    template=spec.get("template") or {},
+                    replicas=curve,
+                    parallel=spec.get("podManagementPolicy") == "Parallel",
+                )
+            )
+        elif wl.pod is not None:
+            assert wl.runs is not None
+            meta = wl.pod.get("metadata") or {}
+            default = None if wl.run_for is None else _seconds(wl.run_for)
+            runs = tuple(
+                trace.PodRun(r.at, default if r.run_for is None else _seconds(r.run_for), r.delete_at)
+                for r in wl.runs
+            )
+            template = {"metadata": {k: v for k, v in meta.items() if k in ("labels", "annotations")}}
+            pods.append(
+                trace.PodTrace(
+                    name=str(meta.get("name") or ""),
+                    generate_name=str(meta.get("generateName") or ""),
+                    namespace=meta.get("namespace") or "default",
+                    template={**template, "spec": wl.pod.get("spec") or {}},
+                    runs=runs,
+                )
+            )
+    return sets, pods
+
+
 def _job(i: int, wl: schema.Workload, job: Mapping[str, Any], problem: _Problem) -> trace.JobTrace | None:
-    assert wl.schedule is not None
-    if not croniter.is_valid(wl.schedule):
+    if wl.schedule is not None and not croniter.is_valid(wl.schedule):
         problem(f"workloads[{i}].schedule", f'"{wl.schedule}" is not a cron expression (e.g. "0 3 * * *")')
         return None
     meta = job.get("metadata") or {}
     spec = job.get("spec") or {}
+    run_for = _seconds(wl.run_for)
+    runs = tuple(
+        trace.JobRun(
+            r.at,
+            run_for if r.run_for is None else _seconds(r.run_for),
+            r.name or f"{meta['name']}-{int(r.at // 60)}",
+        )
+        for r in wl.runs or ()
+    )
     return trace.JobTrace(
         name=meta["name"],
         namespace=meta.get("namespace") or "default",
         template=spec.get("template") or {},
-        schedule=wl.schedule,
-        run_for=_seconds(wl.run_for),
+        schedule=wl.schedule or "",
+        run_for=run_for,
         completions=int(spec.get("completions", 1)),
         parallelism=int(spec.get("parallelism", 1)),
+        runs=runs,
     )
 
 

@@ -1,15 +1,20 @@
-"""Workload traces: replica curves, rollout times and cron-scheduled jobs, as timed loop events.
+"""Workload traces: replica curves, rollout times, cron-scheduled and recorded jobs, recorded bare
+pods, as timed loop events.
 
 A :class:`Curve` is a list of ``(time, replicas)`` points interpolated ``linear``ly (rounded to
 whole pods) or as a ``step`` function. Points given as ``"HH:MM"`` are UTC times of day and
-repeat daily (the curve wraps from the last point of a day to the first of the next); a CSV
-file (``time,replicas`` rows; times ``HH:MM[:SS]`` or RFC3339) with absolute times holds its
-first value before and its last after; it is read as UTF-8 (a spreadsheet's byte-order mark is
-dropped; another encoding or a binary file is one line naming the byte offset) and every bad row is
-reported (:class:`TraceError`). :func:`scale_events` turns a curve into the replica
-changes over a run (sampled every minute and at every breakpoint), :func:`daily_times` expands
-times of day, :func:`cron_times` a cron expression. :func:`schedule` puts all of it on a
-:class:`~karpy.runtime.loop.Loop` against :class:`~karpy.sim.workloads.Workloads`.
+repeat daily (the curve wraps from the last point of a day to the first of the next); points
+given as RFC3339 times (a recording's, inline or in a CSV file of ``time,replicas`` rows) are
+absolute: the first value holds before them and the last after. A CSV file is read as UTF-8 (a
+spreadsheet's byte-order mark is dropped; another encoding or a binary file is one line naming the
+byte offset) and every bad row is reported (:class:`TraceError`). :func:`scale_events` turns a
+curve into the replica changes over a run (sampled every minute and at every breakpoint),
+:func:`daily_times` expands times of day, :func:`cron_times` a cron expression. :func:`schedule`
+puts all of it on a :class:`~karpy.runtime.loop.Loop` against
+:class:`~karpy.sim.workloads.Workloads`: Deployments (scales, rollouts at times of day or
+absolute times), StatefulSets (scales), Jobs (cron firings, or recorded :class:`JobRun` starts)
+and bare pods (recorded :class:`PodRun` creations and deletions); a recorded run that starts
+before the run or at its end or later is left out.
 Used by :mod:`karpy.sim.scenario` (parsing) and :mod:`karpy.sim.runner` (driving).
 """
 
@@ -42,7 +47,11 @@ __all__ = [
     "STEP",
     "Curve",
     "DeploymentTrace",
+    "JobRun",
     "JobTrace",
+    "PodRun",
+    "PodTrace",
+    "StatefulSetTrace",
     "TraceError",
     "cron_times",
     "daily_times",
@@ -260,6 +269,25 @@ class DeploymentTrace:
     strategy: Mapping[str, Any] | None
     replicas: Curve
     rollouts: tuple[float, ...] = ()  # seconds of the UTC day
+    rollout_times: tuple[float, ...] = ()  # POSIX seconds (a recording's)
+
+
+@dataclass(frozen=True, slots=True)
+class StatefulSetTrace:
+    name: str
+    namespace: str
+    template: Mapping[str, Any]
+    replicas: Curve
+    parallel: bool = False  # podManagementPolicy Parallel (else OrderedReady)
+
+
+@dataclass(frozen=True, slots=True)
+class JobRun:
+    """A recorded Job: it starts ``at`` (POSIX seconds), named ``name``, each pod running ``run_for``."""
+
+    at: float
+    run_for: float
+    name: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,10 +295,35 @@ class JobTrace:
     name: str
     namespace: str
     template: Mapping[str, Any]
-    schedule: str  # cron, UTC
+    schedule: str  # cron, UTC ("" with runs)
     run_for: float
     completions: int = 1
     parallelism: int = 1
+    runs: tuple[JobRun, ...] = ()  # recorded starts instead of the cron schedule
+
+
+@dataclass(frozen=True, slots=True)
+class PodRun:
+    """A recorded bare pod: created ``at``; succeeds ``run_for`` after it started running (None:
+    runs on) or is deleted at ``delete_at`` (None: not)."""
+
+    at: float
+    run_for: float | None = None
+    delete_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodTrace:
+    """Bare pods of one template: named ``name``, or ``<generate_name><n>`` per run when ``name`` is ""."""
+
+    name: str
+    generate_name: str
+    namespace: str
+    template: Mapping[str, Any]
+    runs: tuple[PodRun, ...]
+
+    def pod_name(self, index: int) -> str:
+        return self.name or f"{self.generate_name}{index:05d}"
 
 
 def _rolled(template: Mapping[str, Any], n: int) -> dict[str, Any]:
@@ -288,8 +341,11 @@ def schedule(
     jobs: Sequence[JobTrace],
     start: float,
     end: float,
+    statefulsets: Sequence[StatefulSetTrace] = (),
+    pods: Sequence[PodTrace] = (),
 ) -> int:
-    """Create the Deployments now and put every later scale, rollout and job on ``loop``.
+    """Create the Deployments and StatefulSets now and put every later scale, rollout, job and
+    bare pod on ``loop``.
 
     Returns the number of events scheduled.
     """
@@ -299,30 +355,90 @@ def schedule(
         workloads.set_deployment(
             d.name, d.namespace, template=d.template, replicas=events[0][1], strategy=d.strategy
         )
-        for when, replicas in events[1:]:
-            if when >= end:
-                break
-            scale = functools.partial(workloads.scale, d.name, d.namespace, replicas=replicas)
-            loop.call_at(when, scale, name=f"trace:scale:{d.name}")
-            count += 1
-        for n, when in enumerate(daily_times(d.rollouts, start, end), start=1):
+        count += _scales(
+            loop, workloads, events=events, name=d.name, namespace=d.namespace, kind="Deployment", end=end
+        )
+        absolute = [t for t in d.rollout_times if start <= t < end]
+        for n, when in enumerate(sorted(daily_times(d.rollouts, start, end) + absolute), start=1):
             rollout = functools.partial(
                 workloads.rollout, d.name, d.namespace, template=_rolled(d.template, n)
             )
             loop.call_at(when, rollout, name=f"trace:rollout:{d.name}")
             count += 1
     for j in jobs:
-        for when in cron_times(j.schedule, start, end):
-            name = f"{j.name}-{int(when // 60)}"  # as the CronJob controller names its Jobs
+        if j.runs:
+            firings = [(r.at, r.name, r.run_for) for r in j.runs if start <= r.at < end]
+        else:  # named as the CronJob controller names its Jobs
+            firings = [(t, f"{j.name}-{int(t // 60)}", j.run_for) for t in cron_times(j.schedule, start, end)]
+        for when, name, run_for in firings:
             run = functools.partial(
                 workloads.run_job,
                 name,
                 j.namespace,
                 template=j.template,
-                run_for=j.run_for,
+                run_for=run_for,
                 completions=j.completions,
                 parallelism=j.parallelism,
             )
             loop.call_at(when, run, name=f"trace:job:{j.name}")
             count += 1
+    return count + _schedule_recorded(
+        loop, workloads, statefulsets=statefulsets, pods=pods, start=start, end=end
+    )
+
+
+def _scales(
+    loop: Loop,
+    workloads: Workloads,
+    *,
+    events: Sequence[tuple[float, int]],
+    name: str,
+    namespace: str,
+    kind: str,
+    end: float,
+) -> int:
+    """Put a workload's scale events after the first (its initial size) on ``loop``; how many."""
+    count = 0
+    for when, replicas in events[1:]:
+        if when >= end:
+            break
+        scale = functools.partial(workloads.scale, name, namespace, replicas=replicas, kind=kind)
+        loop.call_at(when, scale, name=f"trace:scale:{name}")
+        count += 1
+    return count
+
+
+def _schedule_recorded(
+    loop: Loop,
+    workloads: Workloads,
+    *,
+    statefulsets: Sequence[StatefulSetTrace],
+    pods: Sequence[PodTrace],
+    start: float,
+    end: float,
+) -> int:
+    """Create the StatefulSets now; put their scales and the bare pods' runs on ``loop``."""
+    count = 0
+    for s in statefulsets:
+        events = scale_events(s.replicas, start, end)
+        workloads.set_statefulset(
+            s.name, s.namespace, template=s.template, replicas=events[0][1], parallel=s.parallel
+        )
+        count += _scales(
+            loop, workloads, events=events, name=s.name, namespace=s.namespace, kind="StatefulSet", end=end
+        )
+    for p in pods:
+        for index, r in enumerate(p.runs):
+            if not start <= r.at < end:
+                continue
+            name = p.pod_name(index)
+            create = functools.partial(
+                workloads.run_pod, name, p.namespace, template=p.template, run_for=r.run_for
+            )
+            loop.call_at(r.at, create, name=f"trace:pod:{name}")
+            count += 1
+            if r.delete_at is not None and r.delete_at < end:
+                delete = functools.partial(workloads.delete_pod, name, p.namespace)
+                loop.call_at(r.delete_at, delete, name=f"trace:pod:{name}")
+                count += 1
     return count

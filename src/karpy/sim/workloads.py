@@ -1,8 +1,8 @@
-"""ReplicaSet, Job and kubelet stand-ins on the in-memory API server.
+"""ReplicaSet, StatefulSet, Job, bare pod and kubelet stand-ins on the in-memory API server.
 
-``Workloads`` keeps the desired state of Deployments and Jobs registered in code (no API
-objects needed) and makes the pods follow it, as the Deployment/ReplicaSet, Job and pod
-garbage-collection controllers and the kubelet would:
+``Workloads`` keeps the desired state of Deployments, StatefulSets, Jobs and bare pods registered
+in code (no API objects needed) and makes the pods follow it, as the Deployment/ReplicaSet,
+StatefulSet, Job and pod garbage-collection controllers and the kubelet would:
 
 - a Deployment keeps ``replicas`` pods named ``<deploy>-<template-hash>-<n>`` (labels of
   the template plus ``pod-template-hash``; ownerReference to the ReplicaSet
@@ -13,10 +13,15 @@ garbage-collection controllers and the kubelet would:
   kube-controller-manager's order (:mod:`karpy.sim.replicaset_order`: unassigned, pending and unready
   pods first, then those doubled up on a node with more of the Deployment's pods, then the
   most recently Ready and created);
+- a StatefulSet keeps ``replicas`` pods named ``<set>-<ordinal>``, created and deleted in
+  order (``OrderedReady``) or all at once (``Parallel``): :mod:`karpy.sim.statefulsets`; its API
+  object carries ``spec.replicas`` and the status counts;
 - a Job runs ``completions`` pods, ``parallelism`` at a time; each succeeds (phase
   Succeeded) ``run_for`` seconds after it started running;
-- pods that were evicted or deleted are replaced; pods bound to a Node that no longer
-  exists are deleted and replaced;
+- a bare pod (no owner: a recorded one) is created once, succeeds ``run_for`` seconds after it
+  started running when given one, and is never replaced;
+- pods that were evicted or deleted are replaced (a StatefulSet's with their name; not a bare
+  pod); pods bound to a Node that no longer exists are deleted (and replaced);
 - a bound pod becomes Running and Ready ``ready_after`` seconds after its binding
   (a number, or ``ready_after(pod_raw, node_raw) -> seconds`` for image pulls);
 - a Deployment's API object carries the status the Deployment controller would write, after
@@ -42,7 +47,7 @@ import json
 import math
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from karpy.api import encode
@@ -51,7 +56,10 @@ from karpy.model import errors
 from karpy.model.objects import TERMINAL_PHASES
 from karpy.ports import Clock, KubeAPI, RawObject, WatchEvent
 from karpy.runtime.loop import Loop
-from karpy.sim import deployment_status, replicaset_order
+from karpy.sim import deployment_status, replicaset_order, statefulsets
+from karpy.sim.workload_state import Counts as _Counts
+from karpy.sim.workload_state import PodState as _Pod
+from karpy.sim.workload_state import WorkloadState as _Workload
 
 __all__ = ["DEFAULT_STRATEGY", "PodStart", "StartupDelay", "WorkloadStatus", "Workloads", "template_hash"]
 
@@ -59,7 +67,9 @@ StartupDelay = Callable[[RawObject, RawObject], float]
 DEFAULT_STRATEGY: Mapping[str, int | str] = {"maxSurge": "25%", "maxUnavailable": "25%"}
 _SAFE = "bcdfghjklmnpqrstvwxz2456789"  # the alphabet of Kubernetes' generated names
 DEPLOYMENT = "Deployment"
+STATEFULSET = "StatefulSet"
 JOB = "Job"
+POD = "Pod"  # a bare pod (no owner)
 
 
 def template_hash(template: Mapping[str, Any]) -> str:
@@ -77,14 +87,6 @@ def template_hash(template: Mapping[str, Any]) -> str:
 
 def _uid(*parts: str) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, "karpy-sim:" + "/".join(parts)))
-
-
-def _scaled(value: int | str, replicas: int, *, round_up: bool) -> int:
-    text = str(value)
-    if text.endswith("%"):
-        fraction = int(text[:-1]) * replicas / 100
-        return math.ceil(fraction) if round_up else math.floor(fraction)
-    return int(text)
 
 
 def _active(pod: _Pod) -> bool:
@@ -117,89 +119,6 @@ class WorkloadStatus:
     updated: int  # active pods of the current template
     succeeded: int = 0
     complete: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class _Counts:
-    """A Deployment's active pods: all, of the current template, of older ones, and ready ones."""
-
-    active: int
-    new: int
-    old: int
-    ready: int
-
-
-@dataclass(slots=True)
-class _Pod:
-    name: str
-    hash: str
-    created: float
-    uid: str = ""
-    node: str = ""
-    phase: str = "Pending"
-    ready: bool = False
-    deleting: bool = False
-    bound: float | None = None
-    ready_since: float | None = None  # when it last turned Ready
-    deletion_cost: int = 0  # controller.kubernetes.io/pod-deletion-cost
-    shuffle: bytes = b""  # replicaset_order.shuffle(uid), the deletion order's last rule
-
-    @property
-    def active(self) -> bool:
-        return not self.deleting and self.phase not in TERMINAL_PHASES
-
-
-@dataclass(slots=True)
-class _Workload:
-    kind: str
-    namespace: str
-    name: str
-    template: RawObject
-    hash: str
-    replicas: int = 0  # Deployment replicas; Job completions
-    max_surge: int | str = "25%"
-    max_unavailable: int | str = "25%"
-    recreate: bool = False
-    parallelism: int = 1
-    run_for: float = 0.0
-    succeeded: int = 0
-    completed: float | None = None
-    next_index: int = 0
-    pods: dict[str, _Pod] = field(default_factory=dict)
-    # the active pods, those of the ``counted`` template hash and the ready ones, kept as pods
-    # come, change and go (see ``tally``); counted again when the template hash moves on
-    counted: str = ""
-    active: int = 0
-    new: int = 0
-    ready: int = 0
-    status: deployment_status.Publisher | None = None  # the Deployment's API object
-
-    @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.kind, self.namespace, self.name)
-
-    def tally(self, pod: _Pod, sign: int) -> None:
-        """Add (+1) or take out (-1) a pod's part of the counts."""
-        if pod.active:
-            self.active += sign
-            self.new += sign if pod.hash == self.counted else 0
-            self.ready += sign if pod.ready else 0
-
-    def counts(self) -> _Counts:
-        """The active pods: all, of the current template, of older ones, ready ones."""
-        if self.counted != self.hash:
-            self.counted, self.active, self.new, self.ready = self.hash, 0, 0, 0
-            for pod in self.pods.values():
-                self.tally(pod, +1)
-        return _Counts(self.active, self.new, self.active - self.new, self.ready)
-
-    def fenceposts(self) -> tuple[int, int]:
-        """maxSurge (rounded up) and maxUnavailable (rounded down); both zero means one unavailable."""
-        surge = _scaled(self.max_surge, self.replicas, round_up=True)
-        unavailable = _scaled(self.max_unavailable, self.replicas, round_up=False)
-        if surge == 0 and unavailable == 0:
-            unavailable = 1
-        return surge, unavailable
 
 
 class Workloads:
@@ -264,9 +183,47 @@ class Workloads:
         wl.max_unavailable = rolling.get("maxUnavailable", DEFAULT_STRATEGY["maxUnavailable"])
         self._wake(key)
 
-    def scale(self, name: str, namespace: str, *, replicas: int) -> None:
-        self._get(DEPLOYMENT, name, namespace).replicas = replicas
-        self._wake((DEPLOYMENT, namespace, name))
+    def scale(self, name: str, namespace: str, *, replicas: int, kind: str = DEPLOYMENT) -> None:
+        """Scale a Deployment (or a StatefulSet: ``kind``)."""
+        self._get(kind, name, namespace).replicas = replicas
+        self._wake((kind, namespace, name))
+
+    def set_statefulset(
+        self, name: str, namespace: str, *, template: Mapping[str, Any], replicas: int, parallel: bool = False
+    ) -> None:
+        """Create a StatefulSet (``parallel``: podManagementPolicy Parallel, else OrderedReady)."""
+        key = (STATEFULSET, namespace, name)
+        if key in self._workloads:
+            raise ValueError(f"StatefulSet {namespace}/{name} already exists")
+        wl = _Workload(STATEFULSET, namespace, name, copy.deepcopy(dict(template)), template_hash(template))
+        wl.replicas, wl.parallel = replicas, parallel
+        self._workloads[key] = wl
+        self._wake(key)
+
+    def run_pod(
+        self, name: str, namespace: str, *, template: Mapping[str, Any], run_for: float | None = None
+    ) -> None:
+        """Create a bare pod (no owner, never replaced); it succeeds ``run_for`` seconds after it
+        started running, or runs until deleted (None). A pod of that name still there is waited for."""
+        key = (POD, namespace, name)
+        self._workloads[key] = _Workload(
+            POD,
+            namespace,
+            name,
+            copy.deepcopy(dict(template)),
+            template_hash(template),
+            replicas=1,
+            run_for=math.inf if run_for is None else run_for,
+        )
+        self._wake(key)
+
+    def delete_pod(self, name: str, namespace: str) -> None:
+        """Delete a bare pod (and forget it)."""
+        wl = self._workloads.pop((POD, namespace, name), None)
+        if wl is None:
+            return
+        for pod in sorted(wl.pods.values(), key=lambda p: p.name):
+            self._delete(wl, pod)
 
     def rollout(self, name: str, namespace: str, *, template: Mapping[str, Any]) -> None:
         """Change the pod template; pods are replaced per the Deployment's strategy."""
@@ -342,6 +299,11 @@ class Workloads:
             if wl.kind == DEPLOYMENT:
                 self._sync_deployment(wl)
                 self._publish(wl)
+            elif wl.kind == STATEFULSET:
+                self._sync_statefulset(wl)
+            elif wl.kind == POD:
+                if wl.next_index == 0:
+                    self._create(wl)  # once: a bare pod that goes is not replaced
             else:
                 self._sync_job(wl)
         return Result(None)
@@ -411,6 +373,27 @@ class Workloads:
             self._clock.now(), replicas=wl.replicas, active=c.active, updated=c.new, ready=c.ready
         )
 
+    def _sync_statefulset(self, wl: _Workload) -> None:
+        """One pass of the StatefulSet controller (:func:`karpy.sim.statefulsets.plan`), then its object."""
+        pods: dict[int, statefulsets.Ordinal] = {}
+        for pod in wl.pods.values():
+            ordinal = statefulsets.ordinal_of(wl.name, pod.name)
+            if ordinal is not None:
+                pods[ordinal] = statefulsets.Ordinal(ready=pod.ready, going=not pod.active)
+        create, delete = statefulsets.plan(wl.replicas, pods, parallel=wl.parallel)
+        for ordinal in create:
+            wl.next_index = ordinal
+            self._create(wl)
+        for ordinal in delete:
+            self._delete(wl, wl.pods[f"{wl.name}-{ordinal}"])
+        if wl.set_status is None:
+            revision = f"{wl.name}-{wl.hash}"
+            wl.set_status = statefulsets.Publisher(
+                self._kube, wl.namespace, wl.name, parallel=wl.parallel, revision=revision
+            )
+        active = [p for p in wl.pods.values() if p.active]
+        wl.set_status.publish(replicas=wl.replicas, active=len(active), ready=sum(p.ready for p in active))
+
     def _sync_job(self, wl: _Workload) -> None:
         if wl.completed is not None:
             return
@@ -425,28 +408,41 @@ class Workloads:
     def _create(self, wl: _Workload) -> None:
         index = wl.next_index
         wl.next_index += 1
+        owner: dict[str, Any] | None
         if wl.kind == DEPLOYMENT:
             name = f"{wl.name}-{wl.hash}-{index}"
             owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": f"{wl.name}-{wl.hash}"}
             extra = {"pod-template-hash": wl.hash}
+        elif wl.kind == STATEFULSET:
+            name = f"{wl.name}-{index}"
+            owner = {"apiVersion": "apps/v1", "kind": STATEFULSET, "name": wl.name}
+            extra = {
+                "statefulset.kubernetes.io/pod-name": name,
+                "apps.kubernetes.io/pod-index": str(index),
+                "controller-revision-hash": f"{wl.name}-{wl.hash}",
+            }
+        elif wl.kind == POD:
+            name, owner, extra = wl.name, None, {}
         else:
             name = f"{wl.name}-{index}"
             owner = {"apiVersion": "batch/v1", "kind": "Job", "name": wl.name}
             extra = {"job-name": wl.name, "batch.kubernetes.io/job-name": wl.name}
-        owner.update(uid=_uid(owner["kind"], wl.namespace, owner["name"]))
         meta = wl.template.get("metadata") or {}
         spec = copy.deepcopy(wl.template.get("spec") or {})
         spec.pop("nodeName", None)
+        metadata: dict[str, Any] = {
+            "name": name,
+            "namespace": wl.namespace,
+            "labels": {**(meta.get("labels") or {}), **extra},
+            "annotations": dict(meta.get("annotations") or {}),
+        }
+        if owner is not None:
+            owner.update(uid=_uid(owner["kind"], wl.namespace, owner["name"]))
+            metadata["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
         raw: RawObject = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": wl.namespace,
-                "labels": {**(meta.get("labels") or {}), **extra},
-                "annotations": dict(meta.get("annotations") or {}),
-                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
-            },
+            "metadata": metadata,
             "spec": spec,
             "status": {"phase": "Pending"},
         }
@@ -560,11 +556,11 @@ class Workloads:
             self._kube.patch("Pod", pod.name, patch, wl.namespace)
             assert pod.bound is not None
             self.started.append(PodStart(f"{key[0]}/{key[1]}", pod.node, pod.created, pod.bound, now))
-            if wl.kind == JOB:
+            if wl.kind == JOB or (wl.kind == POD and wl.run_for != math.inf):
                 self._loop.call_later(wl.run_for, lambda: self._finish(key, uid), name=f"{self.name}:finish")
 
     def _finish(self, key: tuple[str, str], uid: str) -> None:
-        """A Job pod's containers exit 0."""
+        """A Job pod's (or a bare pod's) containers exit 0."""
         found = self._current(key, uid)
         if found is None or found[1].phase != "Running":
             return

@@ -35,7 +35,7 @@ runner = CliRunner()
 # typer's own renderings of Python types; a metavar replaces each
 PLACEHOLDERS = ("<bool>", "<list[", "<str>", "<float>", "<int>", "<path>", "<Path>", "{")
 # commands whose -o is a folder to write into, not a format
-OUTPUT_FOLDERS = {("snapshot",), ("convert",)}
+OUTPUT_FOLDERS = {("snapshot",), ("convert",), ("record",)}  # -o names where files go
 
 
 def _commands(command: _click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:

@@ -1,0 +1,104 @@
+"""The StatefulSet stand-in's rules: which ordinals to create and delete, and its API object.
+
+A StatefulSet of ``replicas`` keeps the pods ``<name>-0`` .. ``<name>-<replicas-1>``.
+:func:`plan` is one pass of the StatefulSet controller over the pods it has (by ordinal):
+
+- ``OrderedReady`` (the default): the lowest missing ordinal is created, and nothing more while
+  a pod below it is not Running and Ready or is going away; scaling down deletes the highest
+  ordinal first, one at a time, each only once the one before is gone, and only while every
+  pod it keeps is Running and Ready;
+- ``Parallel``: every missing ordinal is created and every ordinal at or above ``replicas``
+  deleted at once.
+
+A pod deleted (evicted by a drain, lost with its node) comes back with its name. :class:`Publisher`
+writes the StatefulSet object (``spec.replicas``; ``status.replicas``, ``updatedReplicas`` and
+``readyReplicas``, one revision current, as there are no rollouts) when its figures change, so what
+watches the API server (``karpy record`` over a simulated cluster) sees its scale. Used by
+:class:`~karpy.sim.workloads.Workloads`; no volumes yet.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from karpy.model import errors
+from karpy.ports import KubeAPI, RawObject
+
+__all__ = ["KIND", "Ordinal", "Publisher", "ordinal_of", "plan"]
+
+KIND = "StatefulSet"
+
+
+@dataclass(frozen=True, slots=True)
+class Ordinal:
+    """One pod of the set: Running and Ready, and whether it is going away (deleted, terminal)."""
+
+    ready: bool
+    going: bool
+
+
+def ordinal_of(set_name: str, pod_name: str) -> int | None:
+    """The ordinal of a pod ``<set_name>-<i>`` (None for another name)."""
+    head, _, tail = pod_name.rpartition("-")
+    return int(tail) if head == set_name and tail.isdigit() else None
+
+
+def plan(replicas: int, pods: Mapping[int, Ordinal], *, parallel: bool) -> tuple[list[int], list[int]]:
+    """The ordinals to create and to delete now (see the module docstring)."""
+    create: list[int] = []
+    for i in range(replicas):
+        pod = pods.get(i)
+        if pod is None:
+            create.append(i)
+            if not parallel:
+                return create, []
+        elif not parallel and (pod.going or not pod.ready):
+            return create, []
+    delete: list[int] = []
+    for i in sorted((i for i in pods if i >= replicas), reverse=True):
+        if pods[i].going:
+            if not parallel:
+                break
+            continue
+        delete.append(i)
+        if not parallel:
+            break
+    return create, delete
+
+
+class Publisher:
+    """One StatefulSet object, written when its figures change."""
+
+    def __init__(self, kube: KubeAPI, namespace: str, name: str, *, parallel: bool, revision: str) -> None:
+        self._kube, self.namespace, self.name = kube, namespace, name
+        self._policy = "Parallel" if parallel else "OrderedReady"
+        self._revision = revision
+        self.published: tuple[int, int, int] | None = None  # replicas, active, ready
+
+    def publish(self, *, replicas: int, active: int, ready: int) -> None:
+        view = (replicas, active, ready)
+        if view == self.published:
+            return
+        first, self.published = self.published is None, view
+        body: RawObject = {
+            "spec": {"replicas": replicas, "podManagementPolicy": self._policy},
+            "status": {
+                "replicas": active,
+                "updatedReplicas": active,
+                "readyReplicas": ready,
+                "availableReplicas": ready,
+                "currentRevision": self._revision,
+                "updateRevision": self._revision,
+            },
+        }
+        if first:
+            uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"karpy-sim:{KIND}/{self.namespace}/{self.name}"))
+            meta = {"name": self.name, "namespace": self.namespace, "uid": uid}
+            with contextlib.suppress(errors.AlreadyExists):
+                self._kube.create({"apiVersion": "apps/v1", "kind": KIND, "metadata": meta, **body})
+                return
+        with contextlib.suppress(errors.NotFound):
+            self._kube.patch(KIND, self.name, body, self.namespace)
