@@ -9,8 +9,15 @@ stops the recording early: what was recorded is written (``recorded.interrupted:
 namespace names in the trace and the snapshot (:mod:`karpy.record.anonymize`, under a random key
 per recording). ``-o`` and the snapshot folder are checked before the cluster is read; an
 unreachable API server or a kubeconfig that cannot be loaded exits 2 with one ``error:`` line, any
-other API failure 1; a kind the API server does not serve is one ``skipped:`` line. See
-``docs/backtest.md``.
+other API failure 1; a kind the API server does not serve is one ``skipped:`` line.
+
+``karpy record --from-prometheus URL --start T --end T [--step 60s] [--nodepools FILE] -o TRACE.yaml``
+rebuilds the same trace from kube-state-metrics series instead (:mod:`karpy.record.prom_client`
+reads them, :mod:`karpy.record.prom_series` turns them into the recording): no snapshot, times
+known to the step, one ``warning:`` line per thing the metrics cannot say; ``--nodepools`` gives the
+NodePools and NodeClasses the trace cannot get from metrics. A Prometheus that cannot be read (down,
+an HTTP error, ``status: error``, no kube-state-metrics series) is one ``error:`` line and exit 2.
+See ``docs/backtest.md``.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -44,7 +52,9 @@ def record(
         help="Kubeconfig file (default: in-cluster, then ~/.kube/config).",
     ),
     context: str | None = options.CONTEXT,
-    duration: str = typer.Option(..., "--duration", metavar="DURATION", help="How long to record, e.g. 24h."),
+    duration: str | None = typer.Option(
+        None, "--duration", metavar="DURATION", help="How long to record a live cluster, e.g. 24h."
+    ),
     output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="The trace to write (YAML)."),
     anonymize: bool = typer.Option(False, "--anonymize", help="Hash pod, owner and namespace names."),
     name: str | None = typer.Option(
@@ -56,10 +66,51 @@ def record(
     timeout: float = typer.Option(
         30.0, "--timeout", min=0.1, metavar="SECONDS", help="Seconds per API request."
     ),
+    prometheus: str | None = typer.Option(
+        None,
+        "--from-prometheus",
+        metavar="URL",
+        help="Rebuild the trace from kube-state-metrics series in this Prometheus instead.",
+    ),
+    start: str | None = typer.Option(
+        None, "--start", metavar="TIME", help="--from-prometheus: from (RFC 3339)."
+    ),
+    end: str | None = typer.Option(
+        None, "--end", metavar="TIME", help="--from-prometheus: until (RFC 3339)."
+    ),
+    step: str = typer.Option(
+        "60s", "--step", metavar="DURATION", help="--from-prometheus: the resolution of the trace's times."
+    ),
+    nodepools: list[Path] | None = typer.Option(
+        None,
+        "--nodepools",
+        metavar="PATH",
+        help="--from-prometheus: the NodePools and NodeClasses (YAML files or folders, repeatable).",
+    ),
 ) -> None:
     """Record a cluster's workload and nodes as a trace for karpy simulate and karpy backtest."""
     from karpy.api import common
 
+    if prometheus is not None:
+        if kubeconfig is not None or context is not None or duration is not None:
+            raise _fail("give --from-prometheus URL or --kubeconfig/--context/--duration, not both")
+        window = _window(start, end, step)
+        _from_prometheus(
+            prometheus,
+            window=window,
+            output=output,
+            nodepools=nodepools or [],
+            name=name,
+            catalog=catalog,
+            anonymize=anonymize,
+            timeout=timeout,
+        )
+        return
+    for flag, value in (("--start", start), ("--end", end), ("--nodepools", nodepools)):
+        if value:
+            raise _fail(f"{flag}: only with --from-prometheus URL")
+    if duration is None:
+        raise _fail("--duration: required (or --from-prometheus URL --start TIME --end TIME)")
     try:
         seconds = common.parse_duration(duration)
     except ValueError as exc:
@@ -159,4 +210,107 @@ def _write(
     typer.echo(
         f"wrote {output} ({workloads} workloads, {nodes} nodes, {doc['duration']} from {doc['start']}) "
         f"and its snapshot {folder}"
+    )
+
+
+# -- --from-prometheus ------------------------------------------------------------------------
+
+
+def _window(start: str | None, end: str | None, step: str) -> tuple[float, float, float]:
+    """(start, end, step) in seconds; exit 2 in one line when one is missing or wrong."""
+    from karpy.api import common
+
+    times = []
+    for flag, value in (("--start", start), ("--end", end)):
+        if value is None:
+            raise _fail(f"{flag}: required with --from-prometheus")
+        try:
+            times.append(common.parse_time(value))
+        except ValueError as exc:
+            raise _fail(f"{flag}: {exc}") from None
+    try:
+        seconds = common.parse_duration(step)
+    except ValueError as exc:
+        raise _fail(f"--step: {exc}") from None
+    if not seconds or seconds < 1:
+        raise _fail("--step: must be 1s or longer")
+    if times[1] <= times[0]:
+        raise _fail("--end: must be after --start")
+    return times[0], times[1], seconds
+
+
+_CONFIGURATION = {
+    ("karpenter.sh/v1", "NodePool"),
+    ("karpenter.k8s.aws/v1", "EC2NodeClass"),
+    ("karpenter.kwok.sh/v1alpha1", "KWOKNodeClass"),
+}
+
+
+def _configuration(paths: list[Path]) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """The NodePools and NodeClasses of ``--nodepools`` (checked as karpy plan checks its files)."""
+    from karpy.api import load as api_load
+    from karpy.cli import inputs
+
+    documents = [doc for _, docs in api_load.read_paths(paths) for doc in docs]
+    loaded = api_load.load_documents(documents)
+    inputs.echo(loaded)
+    if loaded.problems:
+        raise typer.Exit(2)
+    raws = [
+        raw
+        for _, _, raw in documents
+        if isinstance(raw, Mapping) and (raw.get("apiVersion"), raw.get("kind")) in _CONFIGURATION
+    ]
+    pools = [raw for raw in raws if raw["kind"] == "NodePool"]
+    if not pools:
+        raise _fail(f"--nodepools: no karpenter.sh/v1 NodePool in {', '.join(map(str, paths))}")
+    return pools, [raw for raw in raws if raw["kind"] != "NodePool"]
+
+
+def _from_prometheus(
+    url: str,
+    *,
+    window: tuple[float, float, float],
+    output: Path,
+    nodepools: list[Path],
+    name: str | None,
+    catalog: str | None,
+    anonymize: bool,
+    timeout: float,
+) -> None:
+    """Read the series, rebuild the recording, write the trace (no snapshot)."""
+    from karpy.record import anonymize as anonymize_mod
+    from karpy.record import live, prom_client, prom_series
+
+    if not url.startswith(("http://", "https://")):
+        raise _fail(f'--from-prometheus: "{url}" is not an http:// or https:// URL')
+    start, end, step = window
+    conventions.check_file(output, "-o")
+    pools, classes = _configuration(nodepools) if nodepools else ([], [])
+    client = prom_client.Client(url, timeout=timeout)
+    try:
+        answers = prom_client.read(client, start=start, end=end, step=step)
+    except prom_client.PrometheusError as exc:
+        raise _fail(str(exc)) from None
+    rebuilt = prom_series.rebuild(
+        answers, start=start, end=end, step=step, server=client.url, node_pools=pools, node_classes=classes
+    )
+    for warning in rebuilt.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    hasher = anonymize_mod.Hasher(os.urandom(32)) if anonymize else None
+    doc = prom_series.trace(
+        rebuilt,
+        name=name or output.stem,
+        catalog=catalog or live.catalog_of(rebuilt.recording),
+        hasher=hasher,
+    )
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(prom_series.dump(doc, step=step), encoding="utf-8")
+    except OSError as exc:
+        raise _fail(f"cannot write {output}: {exc}") from None
+    workloads, nodes = len(doc["workloads"]), len(doc["recorded"]["nodes"])
+    typer.echo(
+        f"wrote {output} ({workloads} workloads, {nodes} nodes, {doc['duration']} from {doc['start']}) "
+        f"from {client.url} ({client.sent} queries, step {_span(step)})"
     )
