@@ -117,6 +117,71 @@ class Metrics:
             registry=r,
         )
 
+        # shadow mode (``karpy operator --shadow``, :mod:`karpy.controllers.shadow`): karpy's
+        # decisions beside those of the installed autoscaler, which acts
+        self.shadow_launches = Counter(
+            "karpy_shadow_launches",
+            "NodeClaims karpy would have launched in shadow mode (disruption replacements included)",
+            ["nodepool", "instance_type"],
+            registry=r,
+        )
+        self.shadow_installed_launches = Counter(
+            "karpy_shadow_installed_launches",
+            "Nodes the installed autoscaler launched while karpy watched (NodeClaims, else Nodes)",
+            ["instance_type"],
+            registry=r,
+        )
+        self.shadow_disruptions = Counter(
+            "karpy_shadow_disruptions",
+            "Nodes karpy would have disrupted in shadow mode, by disruption reason",
+            ["reason"],
+            registry=r,
+        )
+        self.shadow_installed_disruptions = Counter(
+            "karpy_shadow_installed_disruptions",
+            "Nodes the installed autoscaler removed while karpy watched, by the reason it left visible",
+            ["reason"],
+            registry=r,
+        )
+        self.shadow_disruptions_agreed = Counter(
+            "karpy_shadow_disruptions_agreed",
+            "Nodes the installed autoscaler removed that karpy had decided to disrupt too (karpy's reason)",
+            ["reason"],
+            registry=r,
+        )
+        self.shadow_pods_matched = Counter(
+            "karpy_shadow_pods_matched",
+            "Pods of karpy's would-launch decisions, by where they ran: same_type | other_type (a node "
+            "the installed autoscaler launched, of the type karpy chose or another) | existing_node",
+            ["result"],
+            registry=r,
+        )
+        self.shadow_launch_agreement = Gauge(
+            "karpy_shadow_launch_agreement_ratio",
+            "same_type / (same_type + other_type) of karpy_shadow_pods_matched",
+            registry=r,
+        )
+        self.shadow_fleet_cost = Gauge(
+            "karpy_shadow_fleet_cost_per_hour",
+            "Hourly price of the installed fleet (fleet=installed) and of the fleet karpy would run for "
+            "the same pods (fleet=karpy), at catalog prices",
+            ["fleet"],
+            registry=r,
+        )
+        self.shadow_fleet_nodes = Gauge(
+            "karpy_shadow_fleet_nodes", "Nodes of the installed fleet and of karpy's", ["fleet"], registry=r
+        )
+        self.shadow_fleet_unpriced = Gauge(
+            "karpy_shadow_fleet_unpriced_nodes",
+            "Installed Nodes the catalog has no price for (left out of fleet=installed)",
+            registry=r,
+        )
+        self.shadow_fleet_unplaced = Gauge(
+            "karpy_shadow_fleet_unplaced_pods",
+            "Pods karpy's fleet could not place (left out of fleet=karpy)",
+            registry=r,
+        )
+
     def value(self, name: str, labels: dict[str, str] | None = None) -> float:
         """A sample's current value (0 when absent); for tests and reports."""
         sample = self.registry.get_sample_value(name, labels or {})

@@ -23,7 +23,9 @@ adds, each switchable so a test can show what it catches:
   watches are closed) until :meth:`KarpyEmulator.heal` (a kind whose storage or conversion fails);
 - ``GET /api/v1/namespaces`` (kmock cannot route it): an empty list and a quiet watch;
 - ``generateName``, uid/creationTimestamp/generation, ``pods/binding``, PUT, JSON merge
-  patches with ``status`` only through the ``/status`` subresource (as for CRDs).
+  patches with ``status`` only through the ``/status`` subresource (as for CRDs);
+- ``writes``: every request that is not a read (method, path, User-Agent), whatever it was
+  answered, counted as it arrives (shadow mode's tests assert who wrote what).
 
 :class:`EmulatorThread` runs it with kmock's ``Server`` on 127.0.0.1 in its own thread, so the
 synchronous operator and the tests can talk to it over real HTTP; ``EmulatorThread(stock=True)``
@@ -91,6 +93,7 @@ class KarpyEmulator(kmock.KubernetesEmulator):
     _namespace_bus: Any = attrs.field(factory=kmock.Bus, init=False)
     expire_next: int = 0  # the next N watches that resume from a resourceVersion answer 410
     failing: dict[str, int] = attrs.field(factory=dict)  # list/watch path -> the HTTP status answered
+    writes: list[tuple[str, str, str]] = attrs.field(factory=list)  # (method, path, User-Agent)
 
     def declare(self, *kinds: str) -> None:
         """Declare karpy's resources (all of them by default) for discovery and listing."""
@@ -149,6 +152,9 @@ class KarpyEmulator(kmock.KubernetesEmulator):
 
     # -- request routing -----------------------------------------------------------------------
     async def __call__(self, raw_request: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        if raw_request.method not in ("GET", "HEAD", "OPTIONS"):
+            agent = raw_request.headers.get("User-Agent", "")
+            self.writes.append((raw_request.method, raw_request.path, agent))
         status = self.failing.get(raw_request.path.rstrip("/")) if raw_request.method == "GET" else None
         if status is not None:
             message = f"the storage of {raw_request.path} is failing (injected)"

@@ -1,4 +1,5 @@
-"""The install manifests: Kubernetes schemas, least-privilege RBAC, CRD schemas vs examples, dashboard."""
+"""The install manifests: Kubernetes schemas, least-privilege RBAC, CRD schemas vs examples, dashboard;
+and the shadow-mode install (deploy/shadow/): read-only RBAC over every kind karpy watches."""
 
 from __future__ import annotations
 
@@ -14,13 +15,17 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from karpy.adapters.kube.client import RESOURCES
 from karpy.metrics import Metrics
+from karpy.operator import runner
+from karpy.state.feed import KINDS
 
 ROOT = Path(__file__).parents[2]
 DEPLOY = ROOT / "deploy"
 K8S_VERSION = "1.31"
 AWS = DEPLOY / "aws"
 KUBERAY = DEPLOY / "kuberay"  # a RayCluster for karpy sweep: a KubeRay kind (tests/sweep checks it)
+SHADOW = DEPLOY / "shadow"  # karpy operator --shadow, installed on its own (checked below)
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -32,8 +37,12 @@ def manifests() -> list[Path]:
     return sorted(
         p
         for p in DEPLOY.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and AWS not in p.parents and KUBERAY not in p.parents
+        if p.name != "kustomization.yaml" and not {AWS, KUBERAY, SHADOW} & set(p.parents)
     )
+
+
+def shadow_manifests() -> list[Path]:
+    return sorted(p for p in SHADOW.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
 def crd(kind: str) -> dict[str, Any]:
@@ -44,7 +53,7 @@ def crd(kind: str) -> dict[str, Any]:
     raise LookupError(kind)
 
 
-@pytest.mark.parametrize("path", manifests(), ids=lambda p: str(p.relative_to(DEPLOY)))
+@pytest.mark.parametrize("path", manifests() + shadow_manifests(), ids=lambda p: str(p.relative_to(DEPLOY)))
 def test_every_manifest_validates_against_the_kubernetes_schemas(path: Path) -> None:
     for doc in documents(path):
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
@@ -53,6 +62,56 @@ def test_every_manifest_validates_against_the_kubernetes_schemas(path: Path) -> 
 def test_the_kustomization_lists_every_manifest() -> None:
     listed = set(documents(DEPLOY / "kustomization.yaml")[0]["resources"])
     assert listed == {str(p.relative_to(DEPLOY)) for p in manifests()}
+
+
+def test_the_shadow_kustomization_lists_its_manifests_and_no_crd() -> None:
+    listed = documents(SHADOW / "kustomization.yaml")[0]["resources"]
+    assert set(listed) == {p.name for p in shadow_manifests()}
+    kinds = {doc["kind"] for path in shadow_manifests() for doc in documents(path)}
+    assert "CustomResourceDefinition" not in kinds  # beside Karpenter, the CRDs are Karpenter's
+
+
+def _grants(path: Path) -> dict[tuple[str, str, str], set[str]]:
+    """(Role kind, apiGroup, resource) -> verbs, over every rule of the file's roles."""
+    out: dict[tuple[str, str, str], set[str]] = {}
+    for doc in documents(path):
+        if doc["kind"] not in ("ClusterRole", "Role"):
+            continue
+        for rule in doc["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule.get(field, []), rule
+            for group in rule["apiGroups"]:
+                for res in rule["resources"]:
+                    out.setdefault((doc["kind"], group, res), set()).update(rule["verbs"])
+    return out
+
+
+def test_shadow_rbac_reads_every_watched_kind_and_writes_only_events_and_its_lease() -> None:
+    grants = _grants(SHADOW / "rbac.yaml")
+    for kind in sorted(KINDS):
+        res = RESOURCES[kind]
+        assert {"list", "watch"} <= grants.get(("ClusterRole", res.group, res.plural), set()), kind
+    writes = {key: verbs - {"get", "list", "watch"} for key, verbs in grants.items()}
+    assert {key: verbs for key, verbs in writes.items() if verbs} == {
+        ("ClusterRole", "events.k8s.io", "events"): {"create", "patch"},
+        ("Role", "coordination.k8s.io", "leases"): {"create", "update"},
+    }
+    (role,) = [d for d in documents(SHADOW / "rbac.yaml") if d["kind"] == "Role"]
+    named = [r for r in role["rules"] if r.get("resourceNames")]
+    assert [(r["resourceNames"], r["verbs"]) for r in named] == [
+        ([runner.SHADOW_LEASE_NAME], ["get", "update"])
+    ]
+
+
+def test_the_shadow_deployment_runs_the_operator_in_shadow_mode_as_its_service_account() -> None:
+    (deployment,) = documents(SHADOW / "deployment.yaml")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["operator", "--shadow"] and "--leader-elect" in container["args"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    (account,) = documents(SHADOW / "serviceaccount.yaml")
+    assert pod["serviceAccountName"] == account["metadata"]["name"]
+    assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"] == "karpy-shadow"
 
 
 def test_rbac_has_no_wildcards_and_exact_verbs() -> None:
@@ -289,7 +348,7 @@ def test_every_metric_the_dashboard_queries_exists_in_karpys_registry() -> None:
     queried = {
         name
         for panel in dashboard["panels"]
-        for target in panel["targets"]
+        for target in panel.get("targets", [])  # (a row has none)
         for name in re.findall(r"\bkarpy_[a-z0-9_]+", target["expr"])
     }
     assert queried, "the dashboard queries no karpy metric"
@@ -300,3 +359,25 @@ def test_docs_metrics_lists_every_registered_metric() -> None:
     text = (ROOT / "docs/metrics.md").read_text()
     for family in Metrics().registry.collect():
         assert f"`{family.name}" in text, family.name
+
+
+def test_the_dashboard_has_a_shadow_row_charting_the_comparisons() -> None:
+    dashboard = json.loads((DEPLOY / "grafana/karpy.json").read_text())
+    (row,) = [p for p in dashboard["panels"] if p["type"] == "row"]
+    assert row["title"].startswith("Shadow mode")
+    below = [p for p in dashboard["panels"] if p["gridPos"]["y"] > row["gridPos"]["y"]]
+    queried = {
+        n for p in below for t in p["targets"] for n in re.findall(r"\bkarpy_shadow_[a-z_]+", t["expr"])
+    }
+    assert queried == {
+        "karpy_shadow_fleet_cost_per_hour",
+        "karpy_shadow_fleet_nodes",
+        "karpy_shadow_launches_total",
+        "karpy_shadow_installed_launches_total",
+        "karpy_shadow_disruptions_total",
+        "karpy_shadow_installed_disruptions_total",
+        "karpy_shadow_disruptions_agreed_total",
+        "karpy_shadow_launch_agreement_ratio",
+        "karpy_shadow_pods_matched_total",
+    }
+    assert len({p["id"] for p in dashboard["panels"]}) == len(dashboard["panels"])

@@ -92,6 +92,14 @@ def operator(
         help="A NodePool or NodeClass with a field karpy does not know fails validation "
         "(ValidationSucceeded=False, a Warning event; it is not used).",
     ),
+    shadow: bool = typer.Option(
+        False,
+        "--shadow",
+        help="Read-only beside an installed Karpenter or Cluster Autoscaler: compute what karpy would "
+        "launch and disrupt, compare it with what the installed one does (karpy_shadow_* metrics, "
+        "ShadowWould* Events); write nothing but Events and its Lease. Instance types and prices "
+        "come from --catalog (no cloud call). See docs/shadow.md.",
+    ),
     log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error."),
     cluster_name: str = typer.Option(
         "",
@@ -150,15 +158,19 @@ def operator(
 
     With --provider aws, region and credentials come only from boto3's standard chain
     (AWS_REGION, IRSA web identity, EKS Pod Identity, the instance profile); karpy reads and
-    writes no credentials file. See docs/aws.md.
+    writes no credentials file. See docs/aws.md. With --shadow, karpy acts on nothing (docs/shadow.md).
     """
     from karpy import operator as operator_mod  # the operator and its clients: only when it runs
+    from karpy.operator import runner
 
     operator_mod.configure_logging(log_level)
     if provider not in ("kwok", "aws"):
         typer.echo(f"error: --provider {provider!r}: one of kwok, aws", err=True)
         raise typer.Exit(2)
-    if provider == "aws" and not cluster_name:
+    if shadow and measured_capacity:
+        typer.echo("error: --measured-capacity writes a ConfigMap; --shadow writes nothing", err=True)
+        raise typer.Exit(2)
+    if provider == "aws" and not cluster_name and not shadow:
         typer.echo("error: --provider aws needs --cluster-name (or CLUSTER_NAME)", err=True)
         raise typer.Exit(2)
     base = settings_mod.Settings()
@@ -193,8 +205,11 @@ def operator(
         kube_client_burst=kube_client_burst,
         strict=strict,
         settings=settings,
-        aws=aws if provider == "aws" else None,
+        aws=aws if provider == "aws" and not shadow else None,
+        shadow=shadow,
     )
+    if shadow:
+        config.lease_name = runner.SHADOW_LEASE_NAME
     try:
         op = operator_mod.Operator(config)
         op.start()

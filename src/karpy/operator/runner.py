@@ -23,6 +23,15 @@ The cache gate lives in :mod:`karpy.operator.caches`, the log format in :mod:`ka
 the liveness heartbeat in :mod:`karpy.operator.liveness`, the controllers' failure handling in
 :mod:`karpy.operator.guard` and the AWS provider's wiring in :mod:`karpy.operator.aws`.
 
+**Shadow mode** (``shadow``, ``karpy operator --shadow``): karpy runs read-only beside an installed
+Karpenter or Cluster Autoscaler. The refusal of step 1 is skipped (the karpenter.sh CRDs must be
+installed: :func:`preflight_shadow`); the kube client may write Events and Leases only (any other
+write is refused before it is sent: :class:`~karpy.adapters.kube.client.ReadOnly`); the instance
+types come from ``catalog`` whatever the provider (no cloud call; ``provider`` only names the
+NodeClass kind the cache gate requires); and the loop runs the shadow controller
+(:func:`karpy.runtime.wiring.build_shadow`) instead of the acting ones. Invalid objects are logged,
+not marked. Its Events come from ``karpy-shadow``; its Lease is :data:`SHADOW_LEASE_NAME` by default.
+
 A bad object (an invalid NodePool) never stops the operator: it gets a ``ValidationSucceeded``
 False condition and a Warning event, and is skipped. A controller that raises is retried with
 backoff (:func:`karpy.operator.guard.guarded`: an outage is one warning line per controller, a bug
@@ -57,6 +66,9 @@ from karpy.controllers import claims, nodepool_status
 from karpy.controllers.context import Context
 from karpy.metrics import Metrics
 from karpy.model import errors
+from karpy.model.catalog import InstanceType
+from karpy.model.nodeclass import NodeClass
+from karpy.model.objects import NodePool
 from karpy.operator import aws as operator_aws
 from karpy.operator import guard
 from karpy.operator.caches import CacheGate
@@ -71,7 +83,17 @@ from karpy.runtime.realtime import RealtimeLoop
 from karpy.state.cluster import Cluster
 from karpy.state.feed import KINDS, Feed
 
-__all__ = ["MANAGED_BY_ANNOTATION", "MANAGED_BY_VALUE", "Operator", "OperatorConfig", "Refused", "preflight"]
+__all__ = [
+    "MANAGED_BY_ANNOTATION",
+    "MANAGED_BY_VALUE",
+    "SHADOW_LEASE_NAME",
+    "SHADOW_WRITES",
+    "Operator",
+    "OperatorConfig",
+    "Refused",
+    "preflight",
+    "preflight_shadow",
+]
 
 PROVIDERS = ("kwok", "aws")
 MANAGED_BY_ANNOTATION = claims.MANAGED_BY_ANNOTATION
@@ -80,6 +102,8 @@ VALIDATION_CONDITION = "ValidationSucceeded"
 _VALIDATED_KINDS = frozenset({"NodePool", "EC2NodeClass", "KWOKNodeClass"})
 RELEASE_TIMEOUT = 3.5  # shutdown: the most the Lease release waits (SIGTERM to exit stays < 5 s)
 ELECTION_TASK = "leader-election"  # the elector's task on the edge loop (LeaderElector.start)
+SHADOW_WRITES = frozenset({"Event", "Lease"})  # all a shadow writes
+SHADOW_LEASE_NAME = "karpy-shadow-leader-election"
 
 log = logging.getLogger("karpy.operator")
 
@@ -115,6 +139,7 @@ class OperatorConfig:
     settings: settings_mod.Settings = field(default_factory=settings_mod.Settings)
     aws: AWSSettings | None = None  # --provider aws
     aws_clients: Any = None  # tests: boto3 clients of their own (else boto3's standard chain)
+    shadow: bool = False  # --shadow: read-only beside an installed autoscaler (module docstring)
 
 
 def preflight(kube: kube_client.KubeClient) -> None:
@@ -152,6 +177,18 @@ def preflight(kube: kube_client.KubeClient) -> None:
         )
 
 
+def preflight_shadow(kube: kube_client.KubeClient) -> None:
+    """Shadow mode needs the karpenter.sh CRDs (NodePools say what karpy may launch)."""
+    for kind in ("NodePool", "NodeClaim"):
+        try:
+            kube.list(kind)
+        except errors.NotFound:
+            raise Refused(
+                f"the karpenter.sh/v1 {kind} CRD is not installed: shadow mode reads NodePools and "
+                "NodeClaims (beside Cluster Autoscaler: kubectl apply -f deploy/crds/, then a NodePool)"
+            ) from None
+
+
 class _HealthHandler(http.server.BaseHTTPRequestHandler):
     operator: Operator
 
@@ -178,7 +215,11 @@ class Operator:
     def __init__(self, config: OperatorConfig, *, elector_factory: Callable[..., Any] | None = None) -> None:
         if config.provider not in PROVIDERS:
             raise errors.InputError(f"--provider {config.provider!r}: one of {', '.join(PROVIDERS)}")
-        if config.provider == "aws" and (config.aws is None or not config.aws.cluster_name):
+        if (
+            config.provider == "aws"
+            and not config.shadow
+            and (config.aws is None or not config.aws.cluster_name)
+        ):
             raise errors.InputError("--provider aws needs --cluster-name (or CLUSTER_NAME)")
         self.config = config
         self.aws: AWSStack | None = None
@@ -200,6 +241,7 @@ class Operator:
             qps=config.kube_client_qps,
             burst=config.kube_client_burst,
             max_in_flight=config.kube_client_max_in_flight,
+            writable=SHADOW_WRITES if config.shadow else None,
         )
         self.watchers: list[kube_watch.Watcher] = []
         self.problems: list[str] = []
@@ -243,13 +285,13 @@ class Operator:
         cfg = self.config
         self.kube.start()
         try:
-            preflight(self.kube)
+            (preflight_shadow if cfg.shadow else preflight)(self.kube)
         except BaseException:
             self.kube.close()
             raise
         clock = LoopClock(self.loop)
         try:
-            provider = self._provider(clock)
+            provider = self._shadow_provider(clock) if cfg.shadow else self._provider(clock)
         except BaseException:
             self.kube.close()
             raise
@@ -266,16 +308,24 @@ class Operator:
                 on_change=lambda _leading: self._wake(),
             )
             self.kube.write_guard = self.is_leader
-        self.events = kube_events.KubeEvents(self.kube, instance=cfg.identity, may_write=self.is_leader)
+        self.events = kube_events.KubeEvents(
+            self.kube,
+            controller="karpy-shadow" if cfg.shadow else "karpy",
+            instance=cfg.identity,
+            may_write=self.is_leader,
+        )
         self.feed = Feed(self.cluster, on_problem=self._on_problem, strict=cfg.strict)
         self.kube.watch(self.feed)
         self.ctx = Context(
             self.cluster, self.kube, provider, clock, self.events, cfg.settings, self.metrics, log
         )
-        self.controllers = wiring.build(self.ctx, self.loop, self.feed, disruption_enabled=cfg.disruption)
-        measured = self.controllers.measured_capacity
-        if measured is not None:  # --measured-capacity: kept in a ConfigMap in karpy's namespace
-            measured.store = measured_store.ConfigMapStore(self.kube, cfg.lease_namespace)
+        if cfg.shadow:
+            self.shadow = wiring.build_shadow(self.ctx, self.loop, self.feed, catalog=self.catalog)
+        else:
+            self.controllers = wiring.build(self.ctx, self.loop, self.feed, disruption_enabled=cfg.disruption)
+            measured = self.controllers.measured_capacity
+            if measured is not None:  # --measured-capacity: kept in a ConfigMap in karpy's namespace
+                measured.store = measured_store.ConfigMapStore(self.kube, cfg.lease_namespace)
         for task in self.loop.tasks.values():
             task.fn = self._guarded(task.name, task.fn)
         if self.aws is not None:
@@ -299,8 +349,9 @@ class Operator:
         self.started = True
         self.heartbeat.beat()
         log.info(
-            "karpy operator %s started (provider %s, catalog %s, leader election %s)",
+            "karpy operator %s started%s (provider %s, catalog %s, leader election %s)",
             cfg.identity,
+            " in shadow mode (read-only)" if cfg.shadow else "",
             cfg.provider,
             cfg.catalog,
             "on" if cfg.leader_elect else "off",
@@ -345,6 +396,22 @@ class Operator:
         box.append(kwok)
         return kwok
 
+    def _shadow_provider(self, clock: LoopClock) -> CloudProvider:
+        """Shadow mode's state and (inert) provider: the catalog's instance types for every
+        NodePool whose NodeClass is in the cluster (as upstream launches only from those), no cloud."""
+        cfg = self.config
+        types = catalog_mod.load(cfg.catalog, pricing=cfg.settings.pricing)
+        self.catalog = types.instance_types
+
+        def source(pool: NodePool, node_class: NodeClass | None) -> tuple[InstanceType, ...]:
+            return types.instance_types if node_class is not None or pool.node_class_ref is None else ()
+
+        self.cluster = Cluster(source, settings=cfg.settings, well_known=types.well_known)
+        # never asked to launch (the shadow decides only; the client refuses the writes anyway)
+        return KwokCloudProvider(
+            self.kube, clock, types_for=source, node_class_for=self.cluster.node_class_for
+        )
+
     def _on_cache_change(self, watcher: kube_watch.Watcher) -> None:  # edge thread
         self.caches.update(watcher)
         self._wake()
@@ -356,6 +423,8 @@ class Operator:
         """An object that does not validate: condition + Warning event, then skipped."""
         self.problems.append(text)
         log.warning("skipping invalid %s: %s", event.kind, text)
+        if self.config.shadow:  # read-only: the installed autoscaler reports it (if it shares the API)
+            return
         if event.type == "DELETED" or event.kind not in _VALIDATED_KINDS or not self.is_leader():
             return
         meta = event.obj.get("metadata") or {}

@@ -15,10 +15,15 @@ The scheduler consistency check (``Controllers.scheduler_consistency``, a
 :class:`~karpy.controllers.scheduler_consistency.SchedulerConsistency`) has no loop task: it
 hears the provisioner's nominations (``Provisioner.nomination_listeners``) and every feed
 event, after the other controllers.
+
+:func:`build_shadow` (``karpy operator --shadow``) registers only the shadow controller
+(:class:`~karpy.controllers.shadow.Shadow`: karpy's decisions computed, not carried out), woken
+by the pods it provisions for and told of every feed event.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from karpy.controllers import (
@@ -32,16 +37,18 @@ from karpy.controllers import (
     orchestration,
     provisioning,
     scheduler_consistency,
+    shadow,
     state_metrics,
 )
 from karpy.controllers import termination as termination_mod
 from karpy.controllers.context import Context
+from karpy.model.catalog import InstanceType
 from karpy.model.objects import Node, NodeClaim, Pod
 from karpy.runtime.loop import Loop
 from karpy.state.events import ObjectEvent
 from karpy.state.feed import Feed
 
-__all__ = ["Controllers", "build"]
+__all__ = ["Controllers", "build", "build_shadow"]
 
 
 @dataclass
@@ -139,3 +146,17 @@ def build(ctx: Context, loop: Loop, feed: Feed, *, disruption_enabled: bool = Tr
 
     feed.listeners.append(on_event)
     return controllers
+
+
+def build_shadow(ctx: Context, loop: Loop, feed: Feed, *, catalog: Sequence[InstanceType]) -> shadow.Shadow:
+    """The shadow controller alone, registered on ``loop`` and connected to ``feed`` (``catalog``:
+    the instance types it launches from and prices nodes with, in catalog order)."""
+    controller = shadow.Shadow(ctx, catalog=catalog)
+    _register(loop, controller, 0)
+
+    def on_event(event: ObjectEvent) -> None:
+        if controller.on_event(event):
+            loop.wake(controller.name)
+
+    feed.listeners.append(on_event)
+    return controller

@@ -28,7 +28,9 @@ callbacks (the :class:`~karpy.state.feed.Feed`). A successful write is echoed to
 once, as the in-memory API server does, so the next reconcile sees it; the later watch echo of
 the same (or an older) resourceVersion is dropped. Writes are refused with
 :class:`~karpy.adapters.kube.errors.NotLeader` while ``write_guard`` says this replica is not the
-leader. Built by :mod:`karpy.operator`.
+leader. A client built with ``writable`` (``karpy operator --shadow``: Events and Leases) refuses
+every other write before it is sent, whoever asks (a port call, the edge's own requests), with
+:class:`ReadOnly` naming the verb and the kind. Built by :mod:`karpy.operator`.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import math
 import queue
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 import aiohttp
@@ -65,6 +67,7 @@ __all__ = [
     "RESOURCES",
     "Edge",
     "KubeClient",
+    "ReadOnly",
     "Resource",
     "load_configuration",
     "resource",
@@ -99,6 +102,32 @@ async def load_configuration(
             pass
     await k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
     return cfg
+
+
+_WRITE_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+class ReadOnly(errors.KubeError):
+    """A write of a kind this client may not write (see ``writable``): refused, never sent."""
+
+    status = 403
+
+
+def path_kind(path: str) -> str:
+    """The kind a request path names (``/apis/karpenter.sh/v1/nodeclaims/x`` -> ``NodeClaim``; a
+    subresource is kept: ``Pod/eviction``); the path's resource name for a kind karpy does not know."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    if parts[:1] == ["api"]:
+        group, rest = "", parts[2:]
+    else:
+        group, rest = (parts[1] if len(parts) > 1 else ""), parts[3:]
+    if len(rest) > 2 and rest[0] == "namespaces":
+        rest = rest[2:]
+    if not rest:
+        return path
+    plural, sub = rest[0], (rest[2] if len(rest) > 2 else "")
+    kind = next((r.kind for r in RESOURCES.values() if r.group == group and r.plural == plural), plural)
+    return f"{kind}/{sub}" if sub else kind
 
 
 def answer_error(method: str, path: str, status: int, body: Any) -> errors.KubeError:
@@ -159,8 +188,11 @@ class KubeClient:
         burst: int = DEFAULT_BURST,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         on_answer: Callable[[], None] | None = None,
+        writable: Collection[str] | None = None,
     ) -> None:
         self.edge = edge or Edge()
+        # the only kinds this client writes (None: any); checked before every request is sent
+        self.writable = frozenset(writable) if writable is not None else None
         self.limiter = ratelimit.TokenBucket(qps, burst)  # used on the edge loop only
         self.max_in_flight = max(1, int(max_in_flight))
         self._slots: asyncio.Semaphore | None = None  # made on the edge loop by start()
@@ -226,6 +258,11 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         if self._api is None:
             raise kerrors.Unavailable("Kubernetes client is not started")
+        if self.writable is not None and method in _WRITE_VERBS and path_kind(path) not in self.writable:
+            raise ReadOnly(
+                f"refused {_WRITE_VERBS[method]} {path_kind(path)} ({method} {path}): this client is "
+                f"read-only but for {', '.join(sorted(self.writable)) or 'nothing'} (karpy operator --shadow)"
+            )
         try:
             response: aiohttp.ClientResponse = await self._api.call_api(
                 path,
