@@ -22,6 +22,8 @@ from karpy.api import common, core_v1
 
 __all__ = [
     "DAY",
+    "ClaimRetention",
+    "ClaimTemplate",
     "ClockTime",
     "CurveTime",
     "JobObject",
@@ -175,15 +177,57 @@ class JobObject(common.K8sModel):
     spec: JobSpec
 
 
+class ClaimTemplate(common.K8sModel):
+    """One of a StatefulSet's ``volumeClaimTemplates``: a PersistentVolumeClaim without namespace."""
+
+    api_version: Literal["v1"] = "v1"
+    kind: Literal["PersistentVolumeClaim"] = "PersistentVolumeClaim"
+    metadata: common.ObjectMeta = common.ObjectMeta()
+    spec: core_v1.PersistentVolumeClaimSpec = core_v1.PersistentVolumeClaimSpec()
+
+    @model_validator(mode="after")
+    def _named(self) -> ClaimTemplate:
+        if not self.metadata.name:
+            raise common.FieldError(
+                ("metadata", "name"), "required (the pod's volume and claim are named after it)"
+            )
+        return self
+
+
+_RETAIN = ("Retain", "Delete")
+
+
+class ClaimRetention(common.K8sModel):
+    """``persistentVolumeClaimRetentionPolicy``: ``whenScaled: Delete`` drops a scaled-away
+    ordinal's claims (``whenDeleted`` is accepted: simulated StatefulSets are never deleted)."""
+
+    when_deleted: Annotated[str, common.one_of(*_RETAIN)] = "Retain"
+    when_scaled: Annotated[str, common.one_of(*_RETAIN)] = "Retain"
+
+
 class StatefulSetSpec(common.K8sModel):
     replicas: Annotated[int, common.at_least(0)] = 1
     selector: common.LabelSelector | None = None
     template: core_v1.PodTemplateSpec
     pod_management_policy: Annotated[str, common.one_of("OrderedReady", "Parallel")] = "OrderedReady"
+    volume_claim_templates: list[ClaimTemplate] = Field(default_factory=list)
+    persistent_volume_claim_retention_policy: ClaimRetention | None = None
+
+    @model_validator(mode="after")
+    def _unique_claims(self) -> StatefulSetSpec:
+        seen: set[str] = set()
+        for i, template in enumerate(self.volume_claim_templates):
+            if template.metadata.name in seen:
+                raise common.FieldError(
+                    ("volumeClaimTemplates", i, "metadata", "name"),
+                    f'"{template.metadata.name}" is used twice',
+                )
+            seen.add(template.metadata.name)
+        return self
 
 
 class StatefulSetObject(common.K8sModel):
-    """An ``apps/v1`` StatefulSet as far as the simulator runs it (no volumeClaimTemplates yet)."""
+    """An ``apps/v1`` StatefulSet as far as the simulator runs it (its claims included)."""
 
     api_version: Literal["apps/v1"] = "apps/v1"
     kind: Literal["StatefulSet"] = "StatefulSet"

@@ -49,6 +49,7 @@ from karpy.model import quantity
 __all__ = [
     "DAY",
     "DEFAULT_START",
+    "OBJECT_KINDS",
     "ClockTime",
     "ClusterAutoscaler",
     "CurveTime",
@@ -259,7 +260,8 @@ class Simulation(_Strict):
     node_pools: list[dict[str, Any]] = Field(default_factory=list)
     node_classes: list[dict[str, Any]] = Field(default_factory=list)
     daemon_sets: list[dict[str, Any]] = Field(default_factory=list)
-    objects: list[dict[str, Any]] = Field(default_factory=list)  # PodDisruptionBudgets, Namespaces
+    # PodDisruptionBudgets, Namespaces, StorageClasses, PersistentVolumes, PersistentVolumeClaims
+    objects: list[dict[str, Any]] = Field(default_factory=list)
     workloads: list[Workload] = Field(default_factory=list)
     pricing: Pricing = Pricing()
     cloud: Cloud = Cloud()
@@ -289,7 +291,17 @@ _DEFAULT_VERSIONS = {
     "Pod": "v1",
     "PodDisruptionBudget": "policy/v1",
     "Namespace": "v1",
+    "StorageClass": "storage.k8s.io/v1",
+    "PersistentVolume": "v1",
+    "PersistentVolumeClaim": "v1",
 }
+OBJECT_KINDS = (
+    "PodDisruptionBudget",
+    "Namespace",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+)  # what a scenario's objects: may hold
 
 
 def _with_defaults(raw: dict[str, Any], kind: str | None) -> dict[str, Any]:
@@ -387,7 +399,7 @@ def validate(
     sim.node_pools = check(sim.node_pools, "nodePools", ("NodePool",))
     sim.node_classes = check(sim.node_classes, "nodeClasses", ("EC2NodeClass", "KWOKNodeClass"))
     sim.daemon_sets = check(sim.daemon_sets, "daemonSets", ("DaemonSet",))
-    sim.objects = check(sim.objects, "objects", ("PodDisruptionBudget", "Namespace"))
+    sim.objects = check(sim.objects, "objects", OBJECT_KINDS)
     for i, wl in enumerate(sim.workloads):
         if wl.deployment is not None:
             prefix = f"workloads[{i}].deployment"

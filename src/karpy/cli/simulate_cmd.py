@@ -129,10 +129,35 @@ def _table(doc: dict[str, Any], walls: dict[str, float]) -> Table:
         ("disruptions", lambda r: ", ".join(f"{k} {v}" for k, v in r["disruptions"].items()) or "-"),
         ("evictions", lambda r: _fmt(r["evictions"])),
     ]
+    if any("volumes" in r for r in runs.values()):  # a scenario with claims (docs/simulation.md)
+        rows += _volume_rows()
     for label, cell in rows:
         table.add_row(label, *(cell(r) for r in runs.values()))
     table.add_row("wall time (s)", *(f"{walls.get(name, 0.0):.1f}" for name in runs))
     return table
+
+
+def _volume_rows() -> list[tuple[str, Callable[[dict[str, Any]], str]]]:
+    """The rows of a run's ``volumes`` block: pods pinned by their volumes, and who waited."""
+
+    def pinned(r: dict[str, Any]) -> str:
+        v = r.get("volumes") or {}
+        seconds = v.get("pinned_pending_seconds") or {}
+        return f"{v.get('pinned_pods_bound', 0)} ({_fmt(seconds.get('p95'))} / {_fmt(seconds.get('max'))})"
+
+    def waited(r: dict[str, Any]) -> str:
+        v = r.get("volumes") or {}
+        return f"{v.get('pods_waited_for_volume_zone', 0)} / {v.get('pods_waited_for_attach_limit', 0)}"
+
+    def cross(r: dict[str, Any]) -> str:
+        v = r.get("volumes") or {}
+        return f"{v.get('volumes_provisioned', 0)} / {v.get('cross_zone_bindings', 0)}"
+
+    return [
+        ("volume-pinned pods (pending p95 / max s)", pinned),
+        ("waited for volume zone / attach limit", waited),
+        ("volumes provisioned / cross-zone binds", cross),
+    ]
 
 
 def _until(text: str | None) -> float | None:

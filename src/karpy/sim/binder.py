@@ -12,7 +12,8 @@ name) and binds through ``kube.bind``. A pod that fits nowhere may preempt stric
 lower-priority pods (DefaultPreemption: fewest PDB violations, then the lowest victims):
 the victims are deleted and the pod nominated (``status.nominatedNodeName``); nominated
 pods hold their node's room against pods of lower or equal priority. The filters shared with
-the Cluster Autoscaler model are :mod:`karpy.sim.predicates`; the scores, :mod:`karpy.sim.scoring`.
+the Cluster Autoscaler model are :mod:`karpy.sim.predicates`; the scores, :mod:`karpy.sim.scoring`;
+the volume filters and PreBind of a run with storage, ``binder.volumes`` (:mod:`karpy.sim.volume_filter`).
 
 It reads the typed pods and Nodes of ``state.Cluster`` (kept current by the feed) and
 follows its own watch on the API server only to know which pods changed, so a pass with
@@ -22,8 +23,8 @@ pass to pass: every change to a node's pods, nominations or Node object bumps it
 and is logged, so a signature judges again only the nodes logged since it last looked (and
 nodes that came or went), not every node; a signature that found no node is not tried
 again in a pass until something was bound or preempted.
-Bindings (creation -> bind latency) and preemptions are recorded for the simulator's
-metrics. Used by the simulator and by controller tests; deterministic.
+Bindings (creation -> bind latency) and preemptions are recorded for the simulator's metrics.
+Used by the simulator and by controller tests; deterministic.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 
 from karpy.controllers.result import Result
 from karpy.core.scheduling import podinfo
+from karpy.core.scheduling.volumes import PodVolumes
 from karpy.model import errors
 from karpy.model.objects import Node, Pod, PodAffinityTerm, PodDisruptionBudget
 from karpy.model.resources import EMPTY, Resources, total
@@ -42,6 +44,7 @@ from karpy.ports import Clock, KubeAPI, WatchEvent
 from karpy.sim import predicates
 from karpy.sim.predicates import CounterKey, InterPodPlan, Term, node_affinity_ok, taints_ok
 from karpy.sim.scoring import LEAST_ALLOCATED, MOST_ALLOCATED, Entry, nonzero, pick, raw_scores
+from karpy.sim.volume_filter import Provisioning, VolumeFilter
 from karpy.state.cluster import Cluster
 
 __all__ = [
@@ -53,7 +56,7 @@ __all__ = [
 ]
 
 _UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", NO_SCHEDULE)
-_WATCHED = frozenset({"Pod", "Node", "Namespace"})
+_WATCHED = frozenset({"Pod", "Node", "Namespace", "PersistentVolumeClaim", "PersistentVolume", "CSINode"})
 _KEEP_COUNTERS = 64  # selector counters kept without pruning
 _KEEP_CLASSES = 128  # pod classes whose per-node verdicts are kept from pass to pass
 _MAX_LOG = 1 << 20  # node version bumps remembered before every class starts afresh
@@ -132,6 +135,7 @@ class Binder:
         scoring: str = LEAST_ALLOCATED,
         name: str = "binder",
         interval: float = 1.0,
+        volumes: Provisioning | None = None,
     ) -> None:
         if scoring not in (LEAST_ALLOCATED, MOST_ALLOCATED):
             raise ValueError(f"scoring must be {LEAST_ALLOCATED} or {MOST_ALLOCATED}, not {scoring!r}")
@@ -165,6 +169,7 @@ class Binder:
         self._names: tuple[str, ...] = ()  # their names (the same tuple while they are the same)
         self._by_name: dict[str, Node] = {}
         self._version: dict[str, int] = {}  # node -> changes to its pods or nominations
+        self.volumes = VolumeFilter(volumes, cluster, self._on, self._version)
         self._log: list[str] = []  # the node of each version bump, in order
         # per pod class: its per-node verdicts; kept across passes, as every change to what they
         # read bumps the node's version (and logs it)
@@ -329,11 +334,14 @@ class Binder:
     def _schedule(self, pod: Pod, signature: tuple[object, ...]) -> bool:
         """Bind or preempt for ``pod``; True when something changed."""
         need = podinfo.pod_requests(pod)
+        found = self.volumes.resolve(pod, self._created(pod))
+        if found is not None and found.problem:
+            return False  # (it waits for its claims)
         plan = self._plan(pod, {})
         target = pod.nominated_node or self._resolve_hint(pod.key)
         node = self._cluster.nodes.get(target) if target else None
-        if node is not None and self._fits(pod, node, need, plan, {}):
-            return self._bind(pod, node.name)
+        if node is not None and self._fits(pod, node, need, plan, {}) and not self.volumes.unfit(found, node):
+            return self._bind(pod, node, found)
         # A node's node-local verdict (admission, resources, ports) and raw scores change only
         # with that node's pods, so pods of one class reuse the entries of unchanged nodes; the
         # inter-pod terms (plan) are checked per pod.
@@ -343,9 +351,10 @@ class Binder:
             rows = [(name, entry) for name, entry in fitting.items() if plan.allows(by_name[name])]
         else:
             rows = list(fitting.items())
-        if rows:
-            return self._bind(pod, pick(rows))  # (the order of rows does not matter: ties by name)
-        return self._preempt(pod, need)
+        allowed = self.volumes.keep(pod, self._created(pod), found, rows, self._by_name)
+        if allowed:  # (the order of rows does not matter: ties by name)
+            return self._bind(pod, self._by_name[pick(allowed)], found)
+        return self._preempt(pod, need, found)
 
     def _fitting(self, pod: Pod, need: Resources, signature: tuple[object, ...]) -> dict[str, Entry]:
         """The nodes of this pass that ``pod``'s class fits by the node-local filters, with their raw
@@ -486,23 +495,25 @@ class Binder:
         """A feasible node's raw scores: (fit + balanced, intolerable PreferNoSchedule taints, affinity)."""
         return raw_scores(pod, node, self._scored.get(node.name, (0, 0)), self.scoring)
 
-    def _bind(self, pod: Pod, node: str) -> bool:
+    def _bind(self, pod: Pod, node: Node, found: PodVolumes | None = None) -> bool:
+        self.volumes.prebind(pod, node, found)
         try:
-            self._kube.bind(pod.name, pod.namespace, node)
+            self._kube.bind(pod.name, pod.namespace, node.name)
         except (errors.NotFound, errors.Conflict):
             self._dirty.add(pod.key)
             self._sync()
             return True
         now = self._clock.now()
-        binding = Binding(pod.key, node, self._created(pod), now)
+        binding = Binding(pod.key, node.name, self._created(pod), now)
         self.bindings.append(binding)
         self.latencies.append(binding.latency)
+        self.volumes.bound(binding, found)
         self._dirty.add(pod.key)
         self._sync()
         return True
 
     # -- preemption ------------------------------------------------------------------------
-    def _preempt(self, pod: Pod, need: Resources) -> bool:
+    def _preempt(self, pod: Pod, need: Resources, found: PodVolumes | None = None) -> bool:
         if not self._lowest or min(self._lowest) >= pod.priority:
             return False
         if pod.nominated_node and any(
@@ -512,8 +523,7 @@ class Binder:
         allowed: dict[str, int] = {}
         candidates: list[tuple[int, int, int, int, str, tuple[Pod, ...]]] = []
         for node in self._nodes:
-            prios = self._prios.get(node.name)
-            if not prios or min(prios) >= pod.priority or not self._admits(pod, node):
+            if not self._may_preempt_on(pod, node, found):
                 continue
             lower = sorted(
                 (
@@ -558,6 +568,13 @@ class Binder:
         )
         self._sync()
         return True
+
+    def _may_preempt_on(self, pod: Pod, node: Node, found: PodVolumes | None) -> bool:
+        """Whether ``node`` holds lower-priority pods and admits ``pod`` (and its volumes, as they are)."""
+        prios = self._prios.get(node.name)
+        if not prios or min(prios) >= pod.priority or not self._admits(pod, node):
+            return False
+        return not self.volumes.unfit(found, node)
 
     def _violating(self, pods: Iterable[Pod], allowed: dict[str, int]) -> set[str]:
         """Keys of the pods whose removal (in this order) would exceed a PDB's budget."""

@@ -7,8 +7,13 @@ counts as its own name. Inter-pod terms: :func:`resolve_term` turns a pod's (ant
 term into a :class:`Term` (namespaces, ``matchLabelKeys``, ``mismatchLabelKeys``);
 :func:`term_domains`, :func:`forbidden_domains` and :func:`spread_constraint` count the pods
 that match a term per topology domain, from per-node counts the caller keeps; and
-:class:`InterPodPlan` says whether a node satisfies the result. :func:`pdb_allowed` is a
-PodDisruptionBudget's allowed disruptions. Pure functions of their arguments.
+:class:`InterPodPlan` says whether a node satisfies the result. :func:`volume_verdict` is
+kube-scheduler's VolumeBinding, VolumeZone and NodeVolumeLimits filters over a pod's volumes as
+:mod:`karpy.core.scheduling.volumes` resolves them (the rules Karpenter's scheduling applies
+too): a bound volume's node affinity or an unbound ``WaitForFirstConsumer`` class's allowed
+topology against the node's labels, then the claims per CSI driver against the node's CSINode
+limit (else its instance type's). :func:`pdb_allowed` is a PodDisruptionBudget's allowed
+disruptions. Pure functions of their arguments.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from karpy.core.scheduling import volumes
 from karpy.model import labels as wk
 from karpy.model import requirements as reqs_mod
 from karpy.model.objects import Node, Pod, PodAffinityTerm, PodDisruptionBudget, TopologySpreadConstraint
@@ -23,6 +29,9 @@ from karpy.model.selectors import LabelSelector, SelectorRequirement
 from karpy.model.taints import PREFER_NO_SCHEDULE, first_untolerated
 
 __all__ = [
+    "VOLUME",
+    "VOLUME_LIMIT",
+    "VOLUME_TOPOLOGY",
     "CounterKey",
     "InterPodPlan",
     "Spread",
@@ -38,9 +47,13 @@ __all__ = [
     "spread_term",
     "taints_ok",
     "term_domains",
+    "volume_verdict",
 ]
 
 CounterKey = tuple[frozenset[str] | None, LabelSelector]  # (namespaces or all, selector)
+VOLUME = "volume"  # a claim, its volume or its class is missing, or an Immediate claim is unbound
+VOLUME_TOPOLOGY = "volume-topology"  # the volumes' topology rules the node out
+VOLUME_LIMIT = "volume-limit"  # the node would attach more volumes of a driver than it allows
 
 
 def label(node: Node, key: str) -> str | None:
@@ -74,6 +87,27 @@ def taints_ok(pod: Pod, node: Node) -> bool:
     """NoSchedule and NoExecute taints must be tolerated; PreferNoSchedule only scores."""
     hard = [t for t in node.taints if t.effect != PREFER_NO_SCHEDULE]
     return not hard or first_untolerated(pod.tolerations, hard) is None
+
+
+def volume_verdict(found: volumes.PodVolumes | None, node: Node, used: Callable[[], volumes.Attached]) -> str:
+    """Why the pod's volumes (``found``, resolved through a
+    :class:`~karpy.core.scheduling.volumes.VolumeContext`) rule ``node`` out: :data:`VOLUME`,
+    :data:`VOLUME_TOPOLOGY` or :data:`VOLUME_LIMIT`; "" when they do not. ``used`` gives the claims
+    the node's pods attach already (asked only when the pod attaches some)."""
+    if found is None:
+        return ""
+    if found.problem:
+        return VOLUME
+    if found.requirements is not None and not all(
+        requirement_ok(r, node) for r in found.requirements.values()
+    ):
+        return VOLUME_TOPOLOGY
+    context = found.context
+    if found.attach and context is not None:
+        limits = context.limits(node.name, node.labels)
+        if limits and volumes.over_limit(used(), found.attach, limits) is not None:
+            return VOLUME_LIMIT
+    return ""
 
 
 # -- inter-pod terms -----------------------------------------------------------------------

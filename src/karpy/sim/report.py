@@ -9,6 +9,7 @@ difference to it marked better or worse. Its plots are PNG data embedded in the 
 (matplotlib, Agg backend, loaded only when a page is written), so it needs no network: nodes,
 pending pods, accumulated cost, CPU and memory utilisation and cumulative disruptions over
 time, one line per run, count axes from 0 and legends beside the plot, never over a curve.
+Runs with volumes (a ``volumes`` block) add the rows of :data:`VOLUME_ROWS` (:func:`rows_for`).
 
 A ``karpy backtest`` document (``kind: BacktestResult``: runs ``simulated`` and ``recorded``, and
 its ``comparison`` rows) gets the same page with the comparison as its table (simulated,
@@ -32,10 +33,12 @@ __all__ = [
     "BACKTEST_PLOTS",
     "PLOTS",
     "ROWS",
+    "VOLUME_ROWS",
     "Row",
     "baseline",
     "delta",
     "figure",
+    "rows_for",
     "savings_breakdown",
     "table_rows",
     "write_html",
@@ -77,6 +80,16 @@ ROWS: list[Row] = [
     Row("disruptions", "disruptions", NEITHER, "counts"),
     Row("evictions", "evictions", LOWER, "count"),
     Row("scheduler divergence rate", "scheduler_consistency.divergence_rate", LOWER, "rate"),  # karpy's
+]
+
+# what a run whose scenario has claims adds (its ``volumes`` block: docs/simulation.md)
+VOLUME_ROWS: list[Row] = [
+    Row("volume-pinned pods bound", "volumes.pinned_pods_bound", NEITHER, "count"),
+    Row("volume-pinned pending p95 (s)", "volumes.pinned_pending_seconds.p95", LOWER, "seconds"),
+    Row("volume-pinned pending max (s)", "volumes.pinned_pending_seconds.max", LOWER, "seconds"),
+    Row("pods that waited for their volume's zone", "volumes.pods_waited_for_volume_zone", LOWER, "count"),
+    Row("pods that waited for an attach limit", "volumes.pods_waited_for_attach_limit", LOWER, "count"),
+    Row("cross-zone bindings", "volumes.cross_zone_bindings", LOWER, "count"),
 ]
 
 # (series key, title, y-axis label, axis kind): count axes have integer ticks from 0
@@ -131,9 +144,14 @@ def _cell(value: Any, kind: str) -> str:
     return _number(value, kind)
 
 
+def rows_for(runs: Mapping[str, Mapping[str, Any]]) -> list[Row]:
+    """The figures' rows: :data:`ROWS`, and :data:`VOLUME_ROWS` when a run has volumes."""
+    return ROWS + VOLUME_ROWS if any("volumes" in r for r in runs.values()) else ROWS
+
+
 def table_rows(runs: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     """One row per figure, one column per run (the HTML table, without its delta column)."""
-    return [[row.label, *(_cell(_get(runs[name], row), row.kind) for name in runs)] for row in ROWS]
+    return [[row.label, *(_cell(_get(runs[name], row), row.kind) for name in runs)] for row in rows_for(runs)]
 
 
 def baseline(runs: Mapping[str, Mapping[str, Any]]) -> str | None:
@@ -289,7 +307,7 @@ def _figures_table(runs: Mapping[str, Mapping[str, Any]]) -> str:
         return _table_html(["figure", *names], rows)
     header = ["figure", *names, f"karpy vs {base}"]
     classes = []
-    for row, cells in zip(ROWS, rows, strict=True):
+    for row, cells in zip(rows_for(runs), rows, strict=True):
         text, verdict = delta(row, _get(runs[KARPY], row), _get(runs[base], row))
         cells.append(verdict if verdict == "same" else f"{text} {verdict}".strip())
         classes.append(verdict)

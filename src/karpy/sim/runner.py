@@ -8,7 +8,9 @@ mode ``"karpy"``) or the Cluster Autoscaler model (mode ``"cluster-autoscaler"``
 kube-scheduler stand-in, the Deployment/Job/kubelet stand-ins (pod startup = image pull, cold
 the first time an image lands on a node, warm afterwards, plus readiness), a DaemonSet
 stand-in (one pod per registered Node that the template tolerates and selects) and Job pod
-clean-up. It applies the scenario's objects, schedules the trace
+clean-up, and, for a scenario with claims, the storage stand-ins (:mod:`karpy.sim.storage`: the
+PV controller and CSI provisioner the binder calls at PreBind, a CSINode per Node with its
+instance type's EBS limit). It applies the scenario's objects, schedules the trace
 (:func:`karpy.sim.trace.schedule`), runs the loop to the end and returns a :class:`RunResult`
 with the figures of :func:`karpy.sim.metrics.summary` (plus, for karpy, the scheduler consistency
 check's counts: :mod:`karpy.sim.consistency`). Same scenario and seed -> same result.
@@ -36,15 +38,16 @@ from karpy.adapters.memory import MemoryKube
 from karpy.controllers.context import Context, RecordingEvents
 from karpy.metrics import Metrics
 from karpy.model import errors
+from karpy.model import labels as wk
 from karpy.model.catalog import Catalog, InstanceType
 from karpy.model.nodeclass import EC2NodeClass, NodeClass
-from karpy.model.objects import NodePool
+from karpy.model.objects import Node, NodePool
 from karpy.model.requirements import Requirements
 from karpy.model.taints import UNREGISTERED
 from karpy.ports import Clock, RawObject, WatchEvent
 from karpy.runtime import wiring
 from karpy.runtime.loop import Loop, LoopClock
-from karpy.sim import adopt, ca, consistency, predicates, trace
+from karpy.sim import adopt, ca, consistency, predicates, storage, trace
 from karpy.sim import binder as binder_mod
 from karpy.sim import metrics as sim_metrics
 from karpy.sim import misfits as misfits_mod
@@ -383,6 +386,18 @@ def run(
     events = RecordingEvents()
     metrics = Metrics()
     ctx = Context(cluster, kube, cloud, clock, events, settings, metrics, logging.getLogger("karpy.sim"))
+    volumes: storage.Provisioner | None = None
+    if scenario.has_storage:  # (before the objects: it binds the scenario's claims and volumes)
+        cluster.storage_complete = True  # the run's API server holds every storage object there is
+        volumes = storage.Provisioner(
+            kube,
+            cluster,
+            loop,
+            rng=random.Random(f"{seed}:volumes"),
+            zones=sorted({o.zone for it in base.instance_types for o in it.offerings}),
+            types={"": base.instance_types},
+            limits_of=functools.partial(_volume_limits, cluster, cloud, base),
+        )
     for obj in [*scenario.objects, *scenario.node_classes, *scenario.daemon_sets]:
         kube.create(copy.deepcopy(obj))
     initial = _initial(scenario, base, mode)
@@ -398,12 +413,12 @@ def run(
         assert scenario.baseline is not None
         config = scenario.baseline if initial is None else initial.ca_config(scenario.baseline)
         autoscaler = ca.ClusterAutoscaler(
-            kube, cluster, clock, loop, cloud, config, base, rng=random.Random(f"{seed}:ca")
+            kube, cluster, clock, loop, cloud, config, base, rng=random.Random(f"{seed}:ca"), volumes=volumes
         )
         disruptions = lambda: _ca_disruptions(autoscaler)  # noqa: E731
         check = None  # CA nominates nothing
         misfits = None
-    binder = binder_mod.Binder(kube, cluster, clock, scoring=scoring or scenario.scoring)
+    binder = binder_mod.Binder(kube, cluster, clock, scoring=scoring or scenario.scoring, volumes=volumes)
     loop.add(binder.name, lambda: binder.reconcile().requeue_after, priority=20)
     startup = _Startup(scenario.cloud.pod_startup, clock)
     workloads = Workloads(kube, clock, loop=loop, ready_after=startup)
@@ -448,6 +463,8 @@ def run(
         if initial is not None:
             figures["initial_state"] = initial.figures()
         figures[consistency.KEY] = None if check is None else consistency.figures(check)
+        if volumes is not None:
+            figures["volumes"] = volumes.figures(binder.volumes)
         if misfits is not None:
             figures[misfits_mod.KEY] = misfits()
         log = [(e.time, e.kind, e.name, e.reason) for e in events.events]
@@ -464,6 +481,15 @@ def run(
         list(cloud.interruptions),
         [] if initial is None else list(initial.warnings),
     )
+
+
+def _volume_limits(cluster: Cluster, cloud: SimCloud, base: Catalog, node: Node) -> Mapping[str, int]:
+    """A Node's attach limits per CSI driver: its instance type's, as its NodePool's NodeClass makes
+    it (a karpy node), else as the catalog has it (a node group's); what its CSI driver reports."""
+    name = node.labels.get(wk.INSTANCE_TYPE, "")
+    pool = cluster.node_pools.get(node.labels.get(wk.NODEPOOL, ""))
+    types = cloud.instance_types(pool) if pool is not None else base.instance_types
+    return next((it.volume_limits for it in types if it.name == name), {})
 
 
 def _initial(scenario: Scenario, catalog: Catalog, mode: str) -> adopt.Start | None:

@@ -2,8 +2,9 @@
 
 :func:`load` reads the YAML (times of day such as ``07:30`` stay strings, never YAML 1.1
 sexagesimal numbers), validates it with :mod:`karpy.api.simulation`, resolves file paths
-relative to the scenario (catalog, prices, replica CSVs), loads replica curves
-(:mod:`karpy.sim.trace`, every bad row reported) and checks cron expressions. Any problem raises
+relative to the scenario (catalog, prices, replica CSVs), and turns the workloads into
+:mod:`karpy.sim.trace` values (:mod:`karpy.sim.scenario_workloads`: replica curves with every bad
+row reported, cron expressions checked, claim templates read). Any problem raises
 :class:`ScenarioError`, whose lines name the file and the field path; a file of several documents
 (Karpenter manifests, say) is one line naming what it holds. An unknown field of an embedded
 object is a warning (:attr:`Scenario.warnings`; an error with ``strict``). A workload whose peak
@@ -14,7 +15,9 @@ in-memory API server. :meth:`Scenario.with_karpy_config` and :meth:`Scenario.abl
 variants ``--compare-with`` and ``--ablations`` run. A recorded trace (``karpy record``) is a
 scenario too: its StatefulSets, bare pods and Job runs become :mod:`karpy.sim.trace` values, its
 ``recorded`` block a :class:`~karpy.sim.recorded.Recorded`, and ``initialState.pods: false``
-leaves the snapshot's pods out. Used by the runner, ``karpy simulate`` and ``karpy backtest``.
+leaves the snapshot's pods out. A scenario with claims and no StorageClass gets EKS's ``gp2``
+as its default class (:func:`karpy.sim.storage.with_default_class`). Used by the runner,
+``karpy simulate`` and ``karpy backtest``.
 """
 
 from __future__ import annotations
@@ -22,21 +25,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
-from croniter import croniter
 
-from karpy.api import common
 from karpy.api import documents as documents_mod
 from karpy.api import load as api_load
 from karpy.api import simulation as schema
 from karpy.catalog import prices as prices_mod
 from karpy.model import errors, labels, resources
-from karpy.sim import ca, trace
+from karpy.sim import ca, scenario_workloads, storage, trace
 from karpy.sim import cloud as sim_cloud
 from karpy.sim import initial as initial_mod
 from karpy.sim import recorded as recorded_mod
@@ -150,6 +151,11 @@ class Scenario:
     @property
     def end(self) -> float:
         return self.start + self.duration
+
+    @property
+    def has_storage(self) -> bool:
+        """Whether the run needs the storage stand-ins (:class:`karpy.sim.storage.Provisioner`)."""
+        return storage.uses_claims(self.objects, self.statefulsets)
 
     def with_karpy_config(self, other: Scenario) -> Scenario:
         """This trace with ``other``'s NodePools, NodeClasses and karpy settings (``--compare-with``)."""
@@ -270,13 +276,6 @@ def _not_one(documents: Sequence[Any]) -> str:
     )
 
 
-def _seconds(text: str | None, default: float = 0.0) -> float:
-    if text is None:
-        return default
-    value = common.parse_duration(text)
-    return 0.0 if value is None else value
-
-
 def parse(
     raw: Any,
     *,
@@ -302,9 +301,8 @@ def parse(
 
     catalog = _catalog(sim.catalog, resolve, problem)
     pricing = _pricing(sim.pricing, resolve, problem)
-    deployments, jobs = _workloads(sim.workloads, resolve, problem)
-    statefulsets, pods = _recorded_workloads(sim.workloads, resolve, problem)
-    _check_pods(sim.workloads, [*deployments, *statefulsets], jobs, max_pods, problem)
+    traces = scenario_workloads.read(sim.workloads, resolve, problem, max_pods=max_pods)
+    deployments, jobs, statefulsets = traces.deployments, traces.jobs, traces.statefulsets
     baseline = _baseline(sim, raw, problem)
     replicated: list[trace.DeploymentTrace | trace.StatefulSetTrace] = [*deployments, *statefulsets]
     names = [(d.namespace, d.name) for d in replicated] + [(j.namespace, j.name) for j in jobs]
@@ -328,11 +326,11 @@ def parse(
         node_pools=tuple(sim.node_pools),
         node_classes=tuple(sim.node_classes),
         daemon_sets=tuple(sim.daemon_sets),
-        objects=tuple(sim.objects),
+        objects=storage.with_default_class(sim.objects, statefulsets),
         deployments=tuple(deployments),
         jobs=tuple(jobs),
         statefulsets=tuple(statefulsets),
-        pods=tuple(pods),
+        pods=tuple(traces.pods),
         pricing=pricing,
         cloud=_cloud_spec(sim.cloud),
         scoring=sim.scheduler.scoring,
@@ -345,8 +343,9 @@ def parse(
     return scenario if state is None else scenario.with_snapshot(state)
 
 
-_Problem = Callable[[str, str], None]  # (field path, message)
-_Resolve = Callable[[str], Path]  # a path relative to the scenario file
+_Problem = scenario_workloads.Problem
+_Resolve = scenario_workloads.Resolve
+_seconds = scenario_workloads.seconds
 
 
 def _snapshot(
@@ -383,160 +382,6 @@ def _pricing(spec: schema.Pricing, resolve: _Resolve, problem: _Problem) -> Pric
         except (errors.InputError, OSError) as exc:
             problem("pricing.prices", str(exc))
     return pricing
-
-
-def _workloads(
-    workloads: Sequence[schema.Workload], resolve: _Resolve, problem: _Problem
-) -> tuple[list[trace.DeploymentTrace], list[trace.JobTrace]]:
-    """The Deployments with their replica curves and the cron Jobs; a bad one is reported and skipped."""
-    deployments: list[trace.DeploymentTrace] = []
-    jobs: list[trace.JobTrace] = []
-    for i, wl in enumerate(workloads):
-        if wl.deployment is not None:
-            deployment = _deployment(i, wl, wl.deployment, resolve, problem)
-            if deployment is not None:
-                deployments.append(deployment)
-        elif wl.job is not None:
-            job = _job(i, wl, wl.job, problem)
-            if job is not None:
-                jobs.append(job)
-    return deployments, jobs
-
-
-def _peak(deployment: trace.DeploymentTrace | trace.StatefulSetTrace) -> int:
-    return max(v for _, v in deployment.replicas.points)
-
-
-def _check_pods(
-    workloads: Sequence[schema.Workload],
-    deployments: Sequence[trace.DeploymentTrace | trace.StatefulSetTrace],
-    jobs: Sequence[trace.JobTrace],
-    max_pods: int,
-    problem: _Problem,
-) -> None:
-    """No workload above ``max_pods`` pods (its curve's peak, or a job run's pods), nor all of them
-    together (their peaks added up, an upper bound of the pods at once)."""
-    where = {}
-    for i, wl in enumerate(workloads):
-        meta = (wl.deployment or wl.stateful_set or wl.job or {}).get("metadata") or {}
-        field = "job.spec.parallelism" if wl.job is not None else "replicas"
-        where[(meta.get("namespace") or "default", meta.get("name"))] = f"workloads[{i}].{field}"
-    raise_it = f"the cap is {max_pods:,} pods (--max-pods N raises it)"
-    peaks = [(d.namespace, d.name, _peak(d)) for d in deployments]
-    peaks += [(j.namespace, j.name, min(j.parallelism, j.completions)) for j in jobs]
-    for namespace, name, pods in peaks:
-        if pods > max_pods:
-            problem(where.get((namespace, name), "workloads"), f"{pods:,} pods at the peak; {raise_it}")
-    total = sum(pods for *_, pods in peaks)
-    if total > max_pods and all(pods <= max_pods for *_, pods in peaks):
-        problem("workloads", f"the workloads' peaks add up to {total:,} pods; {raise_it}")
-
-
-def _curve(
-    i: int, wl: schema.Workload, spec: Mapping[str, Any], resolve: _Resolve, problem: _Problem
-) -> trace.Curve | None:
-    """A Deployment's or StatefulSet's replicas over time (None: a CSV that cannot be read)."""
-    replicas = wl.replicas
-    if replicas is None:
-        return trace.Curve.constant(int(spec.get("replicas", 1)))
-    if isinstance(replicas, int):
-        return trace.Curve.constant(replicas)
-    if isinstance(replicas, str):
-        return _csv(resolve(replicas), "linear", problem, f"workloads[{i}].replicas")
-    if replicas.csv is not None:
-        where = f"workloads[{i}].replicas.csv"
-        return _csv(resolve(replicas.csv), replicas.interpolate, problem, where)
-    assert replicas.points is not None
-    return trace.Curve(tuple(replicas.points), replicas.interpolate, replicas.daily)
-
-
-def _deployment(
-    i: int, wl: schema.Workload, d: Mapping[str, Any], resolve: _Resolve, problem: _Problem
-) -> trace.DeploymentTrace | None:
-    spec = d.get("spec") or {}
-    curve = _curve(i, wl, spec, resolve, problem)
-    if curve is None:
-        return None
-    meta = d.get("metadata") or {}
-    return trace.DeploymentTrace(
-        name=meta["name"],
-        namespace=meta.get("namespace") or "default",
-        template=spec.get("template") or {},
-        strategy=spec.get("strategy"),
-        replicas=curve,
-        rollouts=tuple(t for t in wl.rollouts if t <= schema.DAY),
-        rollout_times=tuple(sorted(t for t in wl.rollouts if t > schema.DAY)),
-    )
-
-
-def _recorded_workloads(
-    workloads: Sequence[schema.Workload], resolve: _Resolve, problem: _Problem
-) -> tuple[list[trace.StatefulSetTrace], list[trace.PodTrace]]:
-    """The StatefulSets with their replica curves and the recorded bare pods."""
-    sets: list[trace.StatefulSetTrace] = []
-    pods: list[trace.PodTrace] = []
-    for i, wl in enumerate(workloads):
-        if wl.stateful_set is not None:
-            spec = wl.stateful_set.get("spec") or {}
-            curve = _curve(i, wl, spec, resolve, problem)
-            if curve is None:
-                continue
-            meta = wl.stateful_set.get("metadata") or {}
-            sets.append(
-                trace.StatefulSetTrace(
-                    name=meta["name"],
-                    namespace=meta.get("namespace") or "default",
-                    template=spec.get("template") or {},
-                    replicas=curve,
-                    parallel=spec.get("podManagementPolicy") == "Parallel",
-                )
-            )
-        elif wl.pod is not None:
-            assert wl.runs is not None
-            meta = wl.pod.get("metadata") or {}
-            default = None if wl.run_for is None else _seconds(wl.run_for)
-            runs = tuple(
-                trace.PodRun(r.at, default if r.run_for is None else _seconds(r.run_for), r.delete_at)
-                for r in wl.runs
-            )
-            template = {"metadata": {k: v for k, v in meta.items() if k in ("labels", "annotations")}}
-            pods.append(
-                trace.PodTrace(
-                    name=str(meta.get("name") or ""),
-                    generate_name=str(meta.get("generateName") or ""),
-                    namespace=meta.get("namespace") or "default",
-                    template={**template, "spec": wl.pod.get("spec") or {}},
-                    runs=runs,
-                )
-            )
-    return sets, pods
-
-
-def _job(i: int, wl: schema.Workload, job: Mapping[str, Any], problem: _Problem) -> trace.JobTrace | None:
-    if wl.schedule is not None and not croniter.is_valid(wl.schedule):
-        problem(f"workloads[{i}].schedule", f'"{wl.schedule}" is not a cron expression (e.g. "0 3 * * *")')
-        return None
-    meta = job.get("metadata") or {}
-    spec = job.get("spec") or {}
-    run_for = _seconds(wl.run_for)
-    runs = tuple(
-        trace.JobRun(
-            r.at,
-            run_for if r.run_for is None else _seconds(r.run_for),
-            r.name or f"{meta['name']}-{int(r.at // 60)}",
-        )
-        for r in wl.runs or ()
-    )
-    return trace.JobTrace(
-        name=meta["name"],
-        namespace=meta.get("namespace") or "default",
-        template=spec.get("template") or {},
-        schedule=wl.schedule or "",
-        run_for=run_for,
-        completions=int(spec.get("completions", 1)),
-        parallelism=int(spec.get("parallelism", 1)),
-        runs=runs,
-    )
 
 
 def _baseline(sim: schema.Simulation, raw: Any, problem: _Problem) -> ca.CAConfig | None:
@@ -588,12 +433,3 @@ def _true_allocatable(spec: schema.TrueAllocatable) -> sim_cloud.TrueAllocatable
     return sim_cloud.TrueAllocatable(
         offsets(spec.offset), {name: offsets(raw) for name, raw in spec.instance_types.items()}
     )
-
-
-def _csv(path: Path, interpolate: str, problem: Any, where: str) -> trace.Curve | None:
-    try:
-        return trace.load_csv(path, interpolate=interpolate)
-    except trace.TraceError as exc:
-        for line in exc.lines:
-            problem(where, line)
-        return None

@@ -13,21 +13,28 @@ A StatefulSet of ``replicas`` keeps the pods ``<name>-0`` .. ``<name>-<replicas-
 A pod deleted (evicted by a drain, lost with its node) comes back with its name. :class:`Publisher`
 writes the StatefulSet object (``spec.replicas``; ``status.replicas``, ``updatedReplicas`` and
 ``readyReplicas``, one revision current, as there are no rollouts) when its figures change, so what
-watches the API server (``karpy record`` over a simulated cluster) sees its scale. Used by
-:class:`~karpy.sim.workloads.Workloads`; no volumes yet.
+watches the API server (``karpy record`` over a simulated cluster) sees its scale.
+
+:class:`ClaimTemplates` are the set's ``volumeClaimTemplates``: pod ``<set>-<i>`` gets, for each
+template ``t``, the volume ``t`` backed by the claim ``t-<set>-<i>`` (replacing a pod-template
+volume of that name), and the controller creates the claims it misses before the pod. Claims
+outlive their pods (``persistentVolumeClaimRetentionPolicy`` Retain, the default); with
+``whenScaled: Delete`` the claims of an ordinal removed by a scale-down are deleted once its pod is
+gone. Used by :class:`~karpy.sim.workloads.Workloads`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Container, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 from karpy.model import errors
 from karpy.ports import KubeAPI, RawObject
 
-__all__ = ["KIND", "Ordinal", "Publisher", "ordinal_of", "plan"]
+__all__ = ["KIND", "ClaimTemplates", "Ordinal", "Publisher", "ordinal_of", "plan"]
 
 KIND = "StatefulSet"
 
@@ -38,6 +45,69 @@ class Ordinal:
 
     ready: bool
     going: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimTemplates:
+    """A StatefulSet's ``volumeClaimTemplates`` (raw claims: ``metadata.name`` and ``spec``), the
+    labels its claims get besides their template's (the set's ``selector.matchLabels``), and
+    whether a scale-down deletes the claims of the ordinals it removes."""
+
+    templates: tuple[Mapping[str, Any], ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    delete_when_scaled: bool = False
+
+    def names(self, set_name: str, ordinal: int) -> list[str]:
+        """The claims of pod ``<set_name>-<ordinal>``, in template order."""
+        return [f"{_name(t)}-{set_name}-{ordinal}" for t in self.templates]
+
+    def pod_volumes(self, volumes: Sequence[Mapping[str, Any]], set_name: str, ordinal: int) -> list[Any]:
+        """The pod's ``spec.volumes``: its template's, those named as a claim template replaced."""
+        mine = {
+            _name(t): claim for t, claim in zip(self.templates, self.names(set_name, ordinal), strict=True)
+        }
+        kept = [dict(v) for v in volumes if v.get("name") not in mine]
+        return kept + [{"name": n, "persistentVolumeClaim": {"claimName": c}} for n, c in mine.items()]
+
+    def released(
+        self, set_name: str, condemned: set[int], *, alive: Container[str], replicas: int
+    ) -> list[str]:
+        """``whenScaled: Delete``: the claims to delete now of the ``condemned`` ordinals (those a
+        scale-down removed; taken out of the set once their pod is gone): an ordinal wanted again
+        before then keeps its claims."""
+        out: list[str] = []
+        for ordinal in sorted(condemned):
+            if f"{set_name}-{ordinal}" in alive:
+                continue
+            condemned.discard(ordinal)
+            if ordinal >= replicas:
+                out.extend(self.names(set_name, ordinal))
+        return out
+
+    def claims(self, namespace: str, set_name: str, ordinal: int) -> list[dict[str, Any]]:
+        """The claim objects of the ordinal, as the StatefulSet controller creates them."""
+        out = []
+        for template, name in zip(self.templates, self.names(set_name, ordinal), strict=True):
+            meta = template.get("metadata") or {}
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolumeClaim",
+                    "metadata": {
+                        "name": name,
+                        "namespace": namespace,
+                        "labels": {**(meta.get("labels") or {}), **self.labels},
+                        "annotations": dict(meta.get("annotations") or {}),
+                    },
+                    "spec": dict(template.get("spec") or {}),
+                    "status": {"phase": "Pending"},
+                }
+            )
+        return out
+
+
+def _name(template: Mapping[str, Any]) -> str:
+    return str((template.get("metadata") or {}).get("name", ""))
 
 
 def ordinal_of(set_name: str, pod_name: str) -> int | None:

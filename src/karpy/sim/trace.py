@@ -38,6 +38,7 @@ from croniter import croniter
 from karpy.api.simulation import parse_clock
 from karpy.model.errors import InputError
 from karpy.runtime.loop import Loop
+from karpy.sim import statefulsets
 from karpy.sim.workloads import Workloads
 
 __all__ = [
@@ -279,6 +280,7 @@ class StatefulSetTrace:
     template: Mapping[str, Any]
     replicas: Curve
     parallel: bool = False  # podManagementPolicy Parallel (else OrderedReady)
+    claims: statefulsets.ClaimTemplates | None = None  # volumeClaimTemplates
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,7 +424,12 @@ def _schedule_recorded(
     for s in statefulsets:
         events = scale_events(s.replicas, start, end)
         workloads.set_statefulset(
-            s.name, s.namespace, template=s.template, replicas=events[0][1], parallel=s.parallel
+            s.name,
+            s.namespace,
+            template=s.template,
+            replicas=events[0][1],
+            parallel=s.parallel,
+            claims=s.claims,
         )
         count += _scales(
             loop, workloads, events=events, name=s.name, namespace=s.namespace, kind="StatefulSet", end=end

@@ -82,6 +82,8 @@ class WorkloadState:
     ready: int = 0
     status: deployment_status.Publisher | None = None  # the Deployment's API object
     set_status: statefulsets.Publisher | None = None  # the StatefulSet's
+    claims: statefulsets.ClaimTemplates | None = None  # a StatefulSet's volumeClaimTemplates
+    condemned: set[int] = field(default_factory=set)  # ordinals a scale-down deleted (claims to drop)
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -15,7 +15,8 @@ StatefulSet, Job and pod garbage-collection controllers and the kubelet would:
   most recently Ready and created);
 - a StatefulSet keeps ``replicas`` pods named ``<set>-<ordinal>``, created and deleted in
   order (``OrderedReady``) or all at once (``Parallel``): :mod:`karpy.sim.statefulsets`; its API
-  object carries ``spec.replicas`` and the status counts;
+  object carries ``spec.replicas`` and the status counts; its pods' claims, made before them,
+  are :class:`~karpy.sim.statefulsets.ClaimTemplates`' (``volumeClaimTemplates``);
 - a Job runs ``completions`` pods, ``parallelism`` at a time; each succeeds (phase
   Succeeded) ``run_for`` seconds after it started running;
 - a bare pod (no owner: a recorded one) is created once, succeeds ``run_for`` seconds after it
@@ -189,14 +190,23 @@ class Workloads:
         self._wake((kind, namespace, name))
 
     def set_statefulset(
-        self, name: str, namespace: str, *, template: Mapping[str, Any], replicas: int, parallel: bool = False
+        self,
+        name: str,
+        namespace: str,
+        *,
+        template: Mapping[str, Any],
+        replicas: int,
+        parallel: bool = False,
+        claims: statefulsets.ClaimTemplates | None = None,
     ) -> None:
-        """Create a StatefulSet (``parallel``: podManagementPolicy Parallel, else OrderedReady)."""
+        """Create a StatefulSet (``parallel``: podManagementPolicy Parallel, else OrderedReady;
+        ``claims``: its volumeClaimTemplates)."""
         key = (STATEFULSET, namespace, name)
         if key in self._workloads:
             raise ValueError(f"StatefulSet {namespace}/{name} already exists")
         wl = _Workload(STATEFULSET, namespace, name, copy.deepcopy(dict(template)), template_hash(template))
         wl.replicas, wl.parallel = replicas, parallel
+        wl.claims = claims if claims is not None and claims.templates else None
         self._workloads[key] = wl
         self._wake(key)
 
@@ -386,6 +396,11 @@ class Workloads:
             self._create(wl)
         for ordinal in delete:
             self._delete(wl, wl.pods[f"{wl.name}-{ordinal}"])
+        if wl.claims is not None and wl.claims.delete_when_scaled:
+            wl.condemned.update(delete)
+            for claim in wl.claims.released(wl.name, wl.condemned, alive=wl.pods, replicas=wl.replicas):
+                with contextlib.suppress(errors.NotFound):
+                    self._kube.delete("PersistentVolumeClaim", claim, wl.namespace)
         if wl.set_status is None:
             revision = f"{wl.name}-{wl.hash}"
             wl.set_status = statefulsets.Publisher(
@@ -430,6 +445,11 @@ class Workloads:
         meta = wl.template.get("metadata") or {}
         spec = copy.deepcopy(wl.template.get("spec") or {})
         spec.pop("nodeName", None)
+        if wl.claims is not None:  # (a StatefulSet's: its claims first, as its controller does)
+            for claim in wl.claims.claims(wl.namespace, wl.name, index):
+                with contextlib.suppress(errors.AlreadyExists):
+                    self._kube.create(claim)
+            spec["volumes"] = wl.claims.pod_volumes(spec.get("volumes") or [], wl.name, index)
         metadata: dict[str, Any] = {
             "name": name,
             "namespace": wl.namespace,

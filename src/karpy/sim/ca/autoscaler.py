@@ -14,7 +14,10 @@ insufficient capacity, then other zones). No scale-up in a scan -> scale-down
 failure 3 m). Both work on a :class:`~karpy.sim.ca.world.World` of the existing nodes (minus
 those being deleted) and the upcoming template nodes (:mod:`karpy.sim.ca.groups`). Optional
 overprovisioning: ``pods`` pause pods (a ReplicaSet-owned set kept at its count) that the
-binder preempts, so CA scales up for them as headroom. Wired by the simulator; deterministic.
+binder preempts, so CA scales up for them as headroom. With ``volumes`` (the simulator's
+storage: :class:`~karpy.sim.storage.Provisioner`) the World checks pods' volumes too, so a pod
+whose volume is in one zone scales up only a group's node in that zone and moves, in the
+scale-down simulation, only to nodes of that zone. Wired by the simulator; deterministic.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from karpy.core.scheduling import volumes as volumes_mod
 from karpy.model import errors
 from karpy.model import labels as wk
 from karpy.model.catalog import Catalog
@@ -42,7 +46,7 @@ from karpy.sim.ca.scaleup import ScaleUp
 from karpy.sim.ca.world import MatchCache, SimNode, World, requested
 from karpy.state.cluster import Cluster
 
-__all__ = ["ASGCloud", "CAEvent", "ClusterAutoscaler"]
+__all__ = ["ASGCloud", "CAEvent", "ClusterAutoscaler", "VolumeRules"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,12 @@ class ASGCloud(Protocol):
     def terminate_node(self, name: str) -> None: ...
 
 
+class VolumeRules(Protocol):
+    """The storage objects' volume rules now (:meth:`karpy.sim.storage.Provisioner.context`)."""
+
+    def context(self) -> volumes_mod.VolumeContext: ...
+
+
 class ClusterAutoscaler:
     """The CA model (see the module docstring)."""
 
@@ -86,6 +96,7 @@ class ClusterAutoscaler:
         catalog: Catalog,
         *,
         rng: random.Random | None = None,
+        volumes: VolumeRules | None = None,
     ) -> None:
         if any(e not in EXPANDERS for e in config.expander.split(",")):
             raise errors.InputError(f"expander {config.expander!r}: expected one of {', '.join(EXPANDERS)}")
@@ -95,6 +106,7 @@ class ClusterAutoscaler:
         self.last_scale_up = float("-inf")
         self._kube, self._cluster, self._clock, self._loop, self._cloud = kube, cluster, clock, loop, cloud
         self._rng = rng or random.Random(0)
+        self._volumes = volumes
         self._types = {it.name: it for it in catalog.instance_types}
         self.groups = {
             g.name: node_group(g, self._types) for g in sorted(config.node_groups, key=lambda g: g.name)
@@ -246,7 +258,8 @@ class ClusterAutoscaler:
         """Existing nodes (minus those being deleted) with their pods, then upcoming templates."""
         if len(self._matches) > 64:  # forget selectors of rolled-out templates
             self._matches.clear()
-        world = World(self._cluster.namespaces, self._matches)
+        volumes = None if self._volumes is None else self._volumes.context()
+        world = World(self._cluster.namespaces, self._matches, volumes)
         on: dict[str, list[Pod]] = {}
         for pod in self._cluster.pods.values():
             where = pod.node_name or pod.nominated_node

@@ -3,20 +3,24 @@
 :class:`World` is CA's ``ClusterSnapshot`` with the Filter plugins only (no scoring): simulated
 nodes (existing, upcoming and template nodes), the pods on them, and :meth:`World.first_fit` =
 NodeUnschedulable, NodeResourcesFit (incl. ``pods``), TaintToleration, NodeAffinity, NodePorts,
-InterPodAffinity both ways and PodTopologySpread ``DoNotSchedule`` (with ``minDomains``), the
-predicates of :mod:`karpy.sim.predicates` that the binder applies too. Changes are journaled so
+InterPodAffinity both ways, PodTopologySpread ``DoNotSchedule`` (with ``minDomains``) and, given
+the storage's ``volumes`` context, the volume filters (a bound volume's zone, an unbound claim's
+class topology, CSI attach limits: a template node's from its instance type), the predicates of
+:mod:`karpy.sim.predicates` that the binder applies too. Changes are journaled so
 that ``revert(mark)`` forks the snapshot as CA's ``Fork``/``Revert`` do. Scale-up
 (:mod:`karpy.sim.ca.scaleup`) and scale-down (:mod:`karpy.sim.ca.scaledown`) share it.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from karpy.core.scheduling import podinfo
+from karpy.core.scheduling import volumes as volumes_mod
 from karpy.model.objects import Node, Pod, PodAffinityTerm
 from karpy.model.resources import CPU, EMPTY, MEMORY, PODS, Resources, total
 from karpy.sim import predicates
@@ -43,10 +47,15 @@ class World:
     """CA's cluster snapshot: simulated nodes and pods, Filter plugins, fork by journal."""
 
     def __init__(
-        self, namespaces: Mapping[str, Mapping[str, str]], matches: MatchCache | None = None
+        self,
+        namespaces: Mapping[str, Mapping[str, str]],
+        matches: MatchCache | None = None,
+        volumes: volumes_mod.VolumeContext | None = None,
     ) -> None:
-        """``matches`` caches selector matches per pod object across snapshots (the caller's)."""
+        """``matches`` caches selector matches per pod object across snapshots (the caller's);
+        ``volumes``: the storage the volume filters read (None: pods' volumes are not checked)."""
         self.nodes: dict[str, SimNode] = {}
+        self._volumes = volumes
         self._matches: MatchCache = {} if matches is None else matches
         self._namespaces = namespaces
         self._counters: dict[CounterKey, dict[str, int]] = {}
@@ -150,6 +159,9 @@ class World:
         cpu, memory = need.get(CPU), need.get(MEMORY)
         plan: InterPodPlan | None = None
         planned = False  # the plan is computed at the first node that passes the local filters
+        found = self._volumes.resolve(pod) if self._volumes is not None and pod.volumes else None
+        if found is not None and found.problem:
+            return None
         for name in itertools.chain((hint,) if hint else (), names):
             sim = self.nodes.get(name)
             if sim is None:
@@ -157,11 +169,20 @@ class World:
             free = sim.free
             if cpu > free.get(CPU) or memory > free.get(MEMORY) or not self._admits(pod, sim, need):
                 continue
+            if found is not None and predicates.volume_verdict(
+                found, sim.node, functools.partial(self._claims, sim)
+            ):
+                continue
             if not planned:
                 plan, planned = self.plan(pod), True
             if plan is None or plan.allows(sim.node):
                 return sim
         return None
+
+    def _claims(self, sim: SimNode) -> volumes_mod.Attached:
+        """The claims the node's (simulated) pods attach, per driver."""
+        assert self._volumes is not None
+        return volumes_mod.attached(sim.pods.values(), self._volumes.storage)
 
     def plan(self, pod: Pod) -> InterPodPlan | None:
         """The pod's inter-pod terms against the placed pods (None: there are none)."""
