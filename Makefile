@@ -39,11 +39,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# Tests that only compute run on every core (pytest-xdist); those with real servers, subprocesses
-# and wall-clock bounds (the operator, its faults, the providers) run alone, as their timings
-# assume. tests/architecture/test_makefile.py keeps every test folder in one of the two lists.
-PARALLEL_TESTS := tests/unit tests/conformance tests/sim tests/architecture tests/docs tests/deploy
-SERIAL_TESTS := tests/adapters tests/controllers tests/providers tests/sweep tests/record
+# Tests that only compute, and the AWS provider's against a moto server per worker (their only
+# wall-clock bounds are generous stop times), run on every core (pytest-xdist); those with
+# subprocesses, real-time waits and tight wall-clock bounds (the operator, its faults, recording,
+# sweeps) run alone, as their timings assume. tests/architecture/test_makefile.py keeps every test
+# folder in one of the two lists.
+PARALLEL_TESTS := tests/unit tests/conformance tests/sim tests/architecture tests/docs tests/deploy tests/providers
+SERIAL_TESTS := tests/adapters tests/controllers tests/sweep tests/record
 PYTEST_CHECK = rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected"; exit 1; fi; [ $$rc -eq 0 ] || exit $$rc
 
 unit: $(STAMP) $(NATIVE_STAMP)
