@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from karpy.api import yaml_events
 from karpy.api.problems import ERROR, FILE, WARNING, Problem
 
 __all__ = [
@@ -61,9 +62,14 @@ PureLoader.yaml_implicit_resolvers = _without_timestamps(yaml.SafeLoader.yaml_im
 
 
 def load(text: str, *, many: bool = False, fast: Any = Loader, pure: Any = PureLoader) -> Any:
-    """``text`` parsed by ``fast`` (libyaml), or where it raises, by ``pure`` (PyYAML's parser,
-    whose documents or error stand); ``many``: the list of every document of the stream."""
+    """``text`` parsed by ``fast`` (libyaml; plain YAML built from its events by
+    :mod:`karpy.api.yaml_events`, the same objects), or where it raises, by ``pure`` (PyYAML's
+    parser, whose documents or error stand); ``many``: the list of every document of the stream."""
     try:
+        try:
+            return yaml_events.load(text, fast, many=many)
+        except yaml_events.Unsupported:
+            pass
         return list(yaml.load_all(text, Loader=fast)) if many else yaml.load(text, Loader=fast)
     except yaml.YAMLError:
         return list(yaml.load_all(text, Loader=pure)) if many else yaml.load(text, Loader=pure)

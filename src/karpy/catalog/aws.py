@@ -355,6 +355,7 @@ def build_instance_types(
     prices_override: Mapping[PriceKey, float] | None = None,
     is_available: AvailableOf | None = None,
     extra_offerings: Mapping[str, Sequence[Offering]] | None = None,
+    offerings_memo: dict[str, tuple[Offering, ...]] | None = None,
 ) -> tuple[InstanceType, ...]:
     """The one builder of Karpenter-style instance types from raw EC2 shapes, in ``shapes`` order.
 
@@ -372,7 +373,9 @@ def build_instance_types(
     ``karpenter.sh/capacity-type`` requirement; one in a zone the type is not offered in is made
     unavailable (Karpenter's ``itZones.Has``). Capacity and overhead come from
     :mod:`karpy.core.capacity` with ``pricing.vm_memory_overhead_percent``/``reserved_enis``, the
-    EBS CSI attach limit from :mod:`karpy.catalog.ebs`.
+    EBS CSI attach limit from :mod:`karpy.catalog.ebs`. ``offerings_memo`` (type name -> its
+    offerings before ``extra_offerings``) is read and filled: pass one dict only to builds with the
+    same region, zones, prices, availability and override (the NodeClasses of one catalog).
     """
     try:
         family = capacity_mod.ami_family(nodeclass)
@@ -401,16 +404,23 @@ def build_instance_types(
             s.capacity_types or (labels_mod.CAPACITY_TYPE_ON_DEMAND,),
             key=lambda ct: _CAPACITY_TYPE_ORDER.get(ct, 9),
         )
-        offerings = _offerings(
-            region=region,
-            name=s.name,
-            zones=type_zones,
-            capacity_types=cts,
-            price_of=price_of,
-            is_available=is_available,
-            pricing=pricing,
-            override=override,
-        )
+        priced = None if offerings_memo is None else offerings_memo.get(s.name)
+        if priced is None:
+            priced = tuple(
+                _offerings(
+                    region=region,
+                    name=s.name,
+                    zones=type_zones,
+                    capacity_types=cts,
+                    price_of=price_of,
+                    is_available=is_available,
+                    pricing=pricing,
+                    override=override,
+                )
+            )
+            if offerings_memo is not None:
+                offerings_memo[s.name] = priced
+        offerings = list(priced)
         req_cts = cts
         extra = extras.get(s.name, ())
         if extra:
@@ -487,6 +497,8 @@ def _default_instance_types(region: str, pricing: settings_mod.PricingSettings) 
 
 _BUILT_MAX = 32
 _built: collections.OrderedDict[tuple[Any, ...], tuple[InstanceType, ...]] = collections.OrderedDict()
+# (region, pricing, override) -> type name -> its offerings: shared by the capacity views
+_priced: dict[tuple[Any, ...], dict[str, tuple[Offering, ...]]] = {}
 
 
 def _build(
@@ -498,13 +510,15 @@ def _build(
 ) -> tuple[InstanceType, ...]:
     """The types for ``nodeclass``, built once per distinct capacity view (the NodeClass fields
     capacity reads, :func:`karpy.core.capacity.capacity_view`), pricing and override: the
-    NodeClasses of one input usually differ only in subnets, roles and tags."""
+    NodeClasses of one input usually differ only in subnets, roles and tags); the offerings are
+    priced once per region, pricing and override, whatever the view."""
     try:
         capacity_mod.ami_family(nodeclass)
     except ValueError as exc:
         raise InputError(f"EC2NodeClass {nodeclass.name if nodeclass else ''}: {exc}") from exc
     view = capacity_mod.capacity_view(nodeclass)
-    key = (region, repr(view), pricing, tuple(sorted(prices_override.items())))
+    priced_key = (region, pricing, tuple(sorted(prices_override.items())))
+    key = (repr(view), *priced_key)
     found = _built.get(key)
     if found is not None:
         _built.move_to_end(key)
@@ -518,7 +532,10 @@ def _build(
         nodeclass=view,
         pricing=pricing,
         prices_override=prices_override,
+        offerings_memo=_priced.setdefault(priced_key, {}),
     )
+    if len(_priced) > _BUILT_MAX:
+        _priced.clear()
     _built[key] = found
     if len(_built) > _BUILT_MAX:
         _built.popitem(last=False)

@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from karpy.api import documents
 from karpy.model import labels as labels_mod
 from karpy.model import quantity
 from karpy.model import requirements as requirements_mod
@@ -68,7 +69,7 @@ def _load_cached(name: str, mtime_ns: int, size: int) -> Catalog:
     except OSError as exc:
         raise InputError(f"{path}: cannot read catalog: {exc.strerror or exc}") from exc
     try:
-        data = yaml.load(text, Loader=_LOADER)
+        data = documents.load(text, fast=_LOADER, pure=yaml.SafeLoader)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: invalid YAML: {exc}") from exc
     if not isinstance(data, list):
