@@ -139,7 +139,8 @@ def test_the_log_names_missing_caches_after_10_s_then_at_most_every_60_s(
     assert first == [
         "WARNING controllers waiting for caches: Pod (10 s since start)",
         "WARNING not synced (optional; not waited for): Namespace; until they sync: Namespace: pod-affinity "
-        "namespaceSelector terms see no namespaces (only the namespaces they list)",
+        "namespaceSelector terms see only the pods' namespaces, each labelled with its name alone "
+        "(a selector on another namespace label matches none)",
     ]
     assert [lines_at(t) for t in (11.0, 30.0, 69.0)] == [[], [], []]
     assert lines_at(70.0) == ["WARNING controllers waiting for caches: Pod (70 s since start)"]

@@ -44,7 +44,8 @@ REQUIRED_KINDS = frozenset({"Pod", "Node", "NodeClaim", "NodePool", "DaemonSet",
 NODE_CLASS_KINDS: dict[str, str] = {"kwok": "KWOKNodeClass", "aws": "EC2NodeClass"}
 # What an optional kind's missing cache means for the decisions (logged while it is missing).
 _OPTIONAL_EFFECTS = {
-    "Namespace": "pod-affinity namespaceSelector terms see no namespaces (only the namespaces they list)",
+    "Namespace": "pod-affinity namespaceSelector terms see only the pods' namespaces, each labelled with its "
+    "name alone (a selector on another namespace label matches none)",
     "Deployment": "the rollout guard sees no Deployment rollouts",
     "StatefulSet": "the rollout guard sees no StatefulSet rollouts",
     "PersistentVolumeClaim": "pods' volumes are not read (no volume topology, no attach limits)",

@@ -91,11 +91,17 @@ def _term(terms: tuple[PodAffinityTerm, ...], key: str) -> PodAffinityTerm | Non
 
 
 def _selector(term: PodAffinityTerm, pod: Pod) -> str:
+    """The term's label selector and the namespaces it looks in: its listed ``namespaces`` and
+    those its ``namespaceSelector`` selects (the union; an empty selector is every namespace),
+    the pod's own namespace when it gives neither."""
     text = str(term.selector) if term.selector is not None else "<none>"
+    where: list[str] = []
+    if term.namespaces:
+        where.append(f"namespace {', '.join(term.namespaces)}")
     if term.namespace_selector is not None:
-        return f"{text} (namespaces selected by {term.namespace_selector})"
-    namespaces = term.namespaces or (pod.namespace,)
-    return f"{text} (namespace {', '.join(namespaces)})"
+        selected = str(term.namespace_selector)
+        where.append("every namespace" if selected == "<all>" else f"namespaces selected by {selected}")
+    return f"{text} ({' and '.join(where) or f'namespace {pod.namespace}'})"
 
 
 def _spread(read: TopologyReason, pod: Pod) -> str:

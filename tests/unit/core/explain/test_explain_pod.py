@@ -15,6 +15,7 @@ from karpy.core.snapshot import StateNode
 from karpy.model import labels as wk
 from karpy.model.objects import HostPort, OwnerRef
 from karpy.model.resources import Resources
+from karpy.model.selectors import LabelSelector
 from karpy.model.taints import NO_SCHEDULE, Taint, Toleration
 
 SMALL = b.instance_type("small", cpu="2", memory="2Gi")
@@ -310,6 +311,27 @@ def test_pod_anti_affinity_names_the_selector() -> None:
     assert verdict.reason == "pod-anti-affinity"
     assert verdict.detail == {"key": wk.ZONE, "domains": ["test-zone-1"], "counts": {"test-zone-1": 1}}
     assert "anti-affinity selector app=web" in verdict.suggestion
+
+
+@pytest.mark.parametrize(
+    ("overrides", "where"),
+    [
+        ({}, "(namespace default)"),
+        ({"namespaces": ("team-a", "team-b")}, "(namespace team-a, team-b)"),
+        ({"namespace_selector": LabelSelector()}, "(every namespace)"),
+        (
+            {"namespaces": ("team-a",), "namespace_selector": LabelSelector.from_labels({"tier": "db"})},
+            "(namespace team-a and namespaces selected by tier=db)",
+        ),
+    ],
+)
+def test_an_affinity_suggestion_names_the_namespaces_the_term_looks_in(
+    overrides: dict[str, object], where: str
+) -> None:
+    pod = b.pod("api", affinity=[b.anti_affinity_term({"app": "db"}, key=wk.ZONE, **overrides)])
+    verdict = _only_pool(explain_pod(b.snapshot(pools=[b.node_pool()], types=TYPES, pods=[pod]), "api"))
+    assert verdict.reason == "pod-affinity"
+    assert f"selector app=db {where} in any" in verdict.suggestion
 
 
 # --- nodes ------------------------------------------------------------------------------------
