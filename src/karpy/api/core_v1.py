@@ -62,7 +62,7 @@ class ResourceRequirements(common.K8sModel):
 
 class Container(common.K8sModel):
     name: str = ""
-    resources: ResourceRequirements = ResourceRequirements()
+    resources: ResourceRequirements = Field(default_factory=ResourceRequirements)
     ports: list[ContainerPort] = Field(default_factory=list)
     restart_policy: str = ""  # "Always" on an init container makes it a sidecar
 
@@ -226,8 +226,8 @@ class Pod(common.K8sModel):
     api_version: Literal["v1"] = "v1"
     kind: Literal["Pod"] = "Pod"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: PodSpec = PodSpec()
-    status: PodStatus = PodStatus()
+    spec: PodSpec = Field(default_factory=PodSpec)
+    status: PodStatus = Field(default_factory=PodStatus)
 
 
 class PodTemplateMeta(common.K8sModel):
@@ -236,8 +236,8 @@ class PodTemplateMeta(common.K8sModel):
 
 
 class PodTemplateSpec(common.K8sModel):
-    metadata: PodTemplateMeta = PodTemplateMeta()
-    spec: PodSpec = PodSpec()
+    metadata: PodTemplateMeta = Field(default_factory=PodTemplateMeta)
+    spec: PodSpec = Field(default_factory=PodSpec)
 
 
 class NodeSpec(common.K8sModel):
@@ -256,8 +256,8 @@ class Node(common.K8sModel):
     api_version: Literal["v1"] = "v1"
     kind: Literal["Node"] = "Node"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: NodeSpec = NodeSpec()
-    status: NodeStatus = NodeStatus()
+    spec: NodeSpec = Field(default_factory=NodeSpec)
+    status: NodeStatus = Field(default_factory=NodeStatus)
 
 
 class Namespace(common.K8sModel):
@@ -281,8 +281,8 @@ class PersistentVolumeClaim(common.K8sModel):
     api_version: Literal["v1"] = "v1"
     kind: Literal["PersistentVolumeClaim"] = "PersistentVolumeClaim"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: PersistentVolumeClaimSpec = PersistentVolumeClaimSpec()
-    status: PersistentVolumeClaimStatus = PersistentVolumeClaimStatus()
+    spec: PersistentVolumeClaimSpec = Field(default_factory=PersistentVolumeClaimSpec)
+    status: PersistentVolumeClaimStatus = Field(default_factory=PersistentVolumeClaimStatus)
 
 
 class VolumeNodeAffinity(common.K8sModel):
@@ -350,5 +350,5 @@ class PersistentVolume(common.K8sModel):
     api_version: Literal["v1"] = "v1"
     kind: Literal["PersistentVolume"] = "PersistentVolume"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: PersistentVolumeSpec = PersistentVolumeSpec()
-    status: PersistentVolumeStatus = PersistentVolumeStatus()
+    spec: PersistentVolumeSpec = Field(default_factory=PersistentVolumeSpec)
+    status: PersistentVolumeStatus = Field(default_factory=PersistentVolumeStatus)

@@ -138,7 +138,7 @@ class NodeClaimTemplateSpec(common.K8sModel):
 
 
 class NodeClaimTemplate(common.K8sModel):
-    metadata: TemplateMeta = TemplateMeta()
+    metadata: TemplateMeta = Field(default_factory=TemplateMeta)
     spec: NodeClaimTemplateSpec
 
 
@@ -181,7 +181,7 @@ class Disruption(common.K8sModel):
 
 class NodePoolSpec(common.K8sModel):
     template: NodeClaimTemplate
-    disruption: Disruption = Disruption()
+    disruption: Disruption = Field(default_factory=Disruption)
     limits: common.ResourceList | None = None
     weight: Annotated[int | None, common.between(1, 100)] = None
     replicas: Annotated[int | None, common.at_least(0)] = None
@@ -203,7 +203,7 @@ class NodeClaimSpec(common.K8sModel):
     taints: list[common.Taint] = Field(default_factory=list)
     startup_taints: list[common.Taint] = Field(default_factory=list)
     node_class_ref: NodeClassReference
-    resources: NodeClaimResources = NodeClaimResources()
+    resources: NodeClaimResources = Field(default_factory=NodeClaimResources)
     expire_after: common.NillableDuration | None = None
     termination_grace_period: common.Duration | None = None
 
@@ -228,4 +228,4 @@ class NodeClaim(common.K8sModel):
     kind: Literal["NodeClaim"] = "NodeClaim"
     metadata: common.ObjectMeta = common.ObjectMeta()
     spec: NodeClaimSpec
-    status: NodeClaimStatus = NodeClaimStatus()
+    status: NodeClaimStatus = Field(default_factory=NodeClaimStatus)

@@ -202,13 +202,13 @@ class EC2NodeClassSpec(common.K8sModel):
     instance_profile: str | None = None
     user_data: str = ""
     tags: dict[str, str] = {}
-    kubelet: KubeletConfiguration = KubeletConfiguration()
+    kubelet: KubeletConfiguration = Field(default_factory=KubeletConfiguration)
     block_device_mappings: Annotated[list[BlockDeviceMapping], Field(max_length=50)] = []
     instance_store_policy: Annotated[str, common.one_of("RAID0")] | None = None
     capacity_reservation_selector_terms: Annotated[
         list[CapacityReservationSelectorTerm], Field(max_length=30)
     ] = []
-    metadata_options: MetadataOptions = MetadataOptions()
+    metadata_options: MetadataOptions = Field(default_factory=MetadataOptions)
     detailed_monitoring: bool | None = None
     associate_public_ip_address: bool | None = Field(None, alias="associatePublicIPAddress")
     context: str = ""
@@ -294,7 +294,7 @@ class EC2NodeClass(common.K8sModel):
     kind: Literal["EC2NodeClass"] = "EC2NodeClass"
     metadata: common.ObjectMeta = common.ObjectMeta()
     spec: EC2NodeClassSpec
-    status: EC2NodeClassStatus = EC2NodeClassStatus()
+    status: EC2NodeClassStatus = Field(default_factory=EC2NodeClassStatus)
 
 
 class KWOKNodeClassSpec(common.K8sModel):
@@ -305,4 +305,4 @@ class KWOKNodeClass(common.K8sModel):
     api_version: Literal["karpenter.kwok.sh/v1alpha1"] = "karpenter.kwok.sh/v1alpha1"
     kind: Literal["KWOKNodeClass"] = "KWOKNodeClass"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: KWOKNodeClassSpec = KWOKNodeClassSpec()
+    spec: KWOKNodeClassSpec = Field(default_factory=KWOKNodeClassSpec)

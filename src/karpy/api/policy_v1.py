@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
 from karpy.api import common
 
@@ -50,5 +50,5 @@ class PodDisruptionBudget(common.K8sModel):
     api_version: Literal["policy/v1"] = "policy/v1"
     kind: Literal["PodDisruptionBudget"] = "PodDisruptionBudget"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: PodDisruptionBudgetSpec = PodDisruptionBudgetSpec()
-    status: PodDisruptionBudgetStatus = PodDisruptionBudgetStatus()
+    spec: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
+    status: PodDisruptionBudgetStatus = Field(default_factory=PodDisruptionBudgetStatus)

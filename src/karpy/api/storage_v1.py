@@ -71,7 +71,7 @@ class CSINode(common.K8sModel):
     api_version: Literal["storage.k8s.io/v1"] = "storage.k8s.io/v1"
     kind: Literal["CSINode"] = "CSINode"
     metadata: common.ObjectMeta = common.ObjectMeta()
-    spec: CSINodeSpec = CSINodeSpec()
+    spec: CSINodeSpec = Field(default_factory=CSINodeSpec)
 
 
 def _namespace(meta: common.ObjectMeta) -> str:
