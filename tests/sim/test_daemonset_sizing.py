@@ -14,9 +14,11 @@ from typing import Any
 
 import operator_harness
 import pytest
+import yaml
 from emulator import EmulatorThread
 from operator_harness import RunningOperator, wait_for
 
+import builders
 from karpy import catalog
 from karpy.adapters.kube.client import KubeClient
 from karpy.api import load as api_load
@@ -29,74 +31,53 @@ from karpy.sim import runner, scenario
 
 # -- the simulator: the controllers on the virtual clock ------------------------------------------
 
+
+def _daemonset() -> dict[str, Any]:
+    """The DaemonSets (600m CPU and 1.2 GiB on every node) of the simulation and the operator."""
+    template = {
+        "metadata": {"labels": {"app": "agents"}},
+        "spec": {
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [
+                {"name": "a", "image": "a:1", "resources": {"requests": {"cpu": "600m", "memory": "1248Mi"}}}
+            ],
+        },
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "agents", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "agents"}}, "template": template},
+    }
+
+
 # Three hours of a service growing from 2 to 14 pods, two pods every 15 minutes, and back, on c6a
 # nodes of 2, 4 and 8 vCPU, each carrying 600m CPU and 1.2 GiB of DaemonSets (31% of a c6a.large's
 # allocatable CPU). Two 500m pods fill a c6a.large; a c6a.xlarge keeps room for the next two.
-SCENARIO = """
-kind: Simulation
-name: {name}
-start: "2026-03-02T08:00:00Z"
-duration: 3h
-catalog: aws:us-east-1
-nodePools:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {{name: general, annotations: {annotations}}}
-    spec:
-      template:
-        spec:
-          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-          requirements:
-            - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-            - {{key: karpenter.k8s.aws/instance-family, operator: In, values: ["c6a"]}}
-            - {{key: karpenter.k8s.aws/instance-cpu, operator: In, values: ["2", "4", "8"]}}
-      disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 5m}}
-nodeClasses:
-  - apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {{name: default}}
-    spec:
-      role: KarpenterNodeRole-test
-      amiSelectorTerms: [{{alias: al2023@latest}}]
-      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: test}}}}]
-      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: test}}}}]
-daemonSets:
-  - apiVersion: apps/v1
-    kind: DaemonSet
-    metadata: {{name: agents, namespace: kube-system}}
-    spec:
-      selector: {{matchLabels: {{app: agents}}}}
-      template:
-        metadata: {{labels: {{app: agents}}}}
-        spec:
-          tolerations: [{{operator: Exists}}]
-          containers:
-            - {{name: a, image: a:1, resources: {{requests: {{cpu: 600m, memory: 1248Mi}}}}}}
-workloads:
-  - deployment:
-      metadata: {{name: api, namespace: app}}
-      spec:
-        selector: {{matchLabels: {{app: api}}}}
-        template:
-          metadata: {{labels: {{app: api}}}}
-          spec:
-            containers:
-              - {{name: api, image: api:1, resources: {{requests: {{cpu: 500m, memory: 512Mi}}}}}}
-    replicas:
-      interpolate: step
-      points: [["08:00", 2], ["08:15", 4], ["08:30", 6], ["08:45", 8], ["09:00", 10], ["09:15", 12],
-               ["09:30", 14], ["10:30", 8], ["10:45", 4]]
-cloud:
-  launchLatency: {{distribution: lognormal, p50: 40s, p95: 75s}}
-"""
-
-
 def _run(tmp_path: Path, name: str, annotations: dict[str, str]) -> runner.RunResult:
-    path = tmp_path / f"{name}.yaml"
-    text = SCENARIO.format(
-        name=name, annotations="{" + ", ".join(f"{k}: {v}" for k, v in annotations.items()) + "}"
+    raw = builders.simulation(
+        name,
+        start="2026-03-02T08:00:00Z",
+        duration="3h",
+        annotations=annotations,
+        instance_cpu=["2", "4", "8"],
+        consolidate_after="5m",
+        daemon_sets=[_daemonset()],
+        requests={"cpu": "500m", "memory": "512Mi"},
+        replicas=[
+            ("08:00", 2),
+            ("08:15", 4),
+            ("08:30", 6),
+            ("08:45", 8),
+            ("09:00", 10),
+            ("09:15", 12),
+            ("09:30", 14),
+            ("10:30", 8),
+            ("10:45", 4),
+        ],
     )
-    path.write_text(text)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return runner.run(scenario.load(path), seed=7)
 
 
@@ -176,24 +157,6 @@ def _pool(name: str, annotations: dict[str, str]) -> dict[str, Any]:
             },
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "Never"},
         },
-    }
-
-
-def _daemonset() -> dict[str, Any]:
-    template = {
-        "metadata": {"labels": {"app": "agents"}},
-        "spec": {
-            "tolerations": [{"operator": "Exists"}],
-            "containers": [
-                {"name": "a", "image": "a:1", "resources": {"requests": {"cpu": "600m", "memory": "1248Mi"}}}
-            ],
-        },
-    }
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "DaemonSet",
-        "metadata": {"name": "agents", "namespace": "kube-system"},
-        "spec": {"selector": {"matchLabels": {"app": "agents"}}, "template": template},
     }
 
 

@@ -15,9 +15,11 @@ from typing import Any
 
 import operator_harness
 import pytest
+import yaml
 from emulator import EmulatorThread
 from operator_harness import RunningOperator, wait_for
 
+import builders
 from karpy.adapters.kube.client import KubeClient
 from karpy.api import load as api_load
 from karpy.controllers.claims import REASON_ANNOTATION
@@ -28,57 +30,22 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples/sim"
 
 # 40 minutes around a burst: 1 replica, then 30 more at 09:00 (6 vCPU, 7.5 GiB); headroom of 7 vCPU
 # and 8 GiB from 08:45 for an hour.
-SCENARIO = """
-kind: Simulation
-name: {name}
-start: "2026-03-02T08:50:00Z"
-duration: 40m
-catalog: aws:us-east-1
-nodePools:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {{name: web, annotations: {annotations}}}
-    spec:
-      template:
-        spec:
-          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-          requirements:
-            - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-            - {{key: karpenter.k8s.aws/instance-family, operator: In, values: ["c6a"]}}
-            - {{key: karpenter.k8s.aws/instance-cpu, operator: In, values: ["4", "8"]}}
-      disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 2m}}
-nodeClasses:
-  - apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {{name: default}}
-    spec:
-      role: KarpenterNodeRole-test
-      amiSelectorTerms: [{{alias: al2023@latest}}]
-      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: test}}}}]
-      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: test}}}}]
-workloads:
-  - deployment:
-      metadata: {{name: api, namespace: app}}
-      spec:
-        selector: {{matchLabels: {{app: api}}}}
-        template:
-          metadata: {{labels: {{app: api}}}}
-          spec:
-            containers:
-              - {{name: api, image: api:1, resources: {{requests: {{cpu: 200m, memory: 256Mi}}}}}}
-    replicas:
-      interpolate: step
-      points: [["08:50", 1], ["09:00", 31]]
-cloud:
-  launchLatency: {{distribution: lognormal, p50: 40s, p95: 75s}}
-"""
 HEADROOM = {"cpu": "7", "memory": "8Gi", "schedule": "45 8 * * *", "duration": "1h"}
 
 
 def _run(tmp_path: Path, name: str, annotations: dict[str, str], seed: int = 3) -> runner.RunResult:
+    raw = builders.simulation(
+        name,
+        start="2026-03-02T08:50:00Z",
+        duration="40m",
+        pool="web",
+        annotations=annotations,
+        consolidate_after="2m",
+        requests={"cpu": "200m", "memory": "256Mi"},
+        replicas=[("08:50", 1), ("09:00", 31)],
+    )
     path = tmp_path / f"{name}.yaml"
-    inline = "{" + ", ".join(f"{k}: {json.dumps(v)}" for k, v in annotations.items()) + "}"
-    path.write_text(SCENARIO.format(name=name, annotations=inline))
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return runner.run(scenario.load(path), seed=seed)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from emulator import EmulatorThread
 from operator_harness import RunningOperator, wait_for
 
@@ -109,67 +110,35 @@ def test_the_deployment_stand_in_publishes_its_status_as_it_rolls() -> None:
 # A Deployment of 12 one-CPU pods scaled to 4 at 01:00, when it also rolls out one pod at a time
 # (maxSurge 1, maxUnavailable 0, 60 s readiness: at least four minutes). The scale-down leaves
 # nodes underutilized a minute later, in the middle of the rollout.
-SCENARIO = """
-kind: Simulation
-name: {name}
-start: "2026-03-03T00:30:00Z"
-duration: 90m
-catalog: aws:us-east-1
-nodePools:
-  - apiVersion: karpenter.sh/v1
-    kind: NodePool
-    metadata: {{name: general, annotations: {annotations}}}
-    spec:
-      template:
-        spec:
-          nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}
-          requirements:
-            - {{key: karpenter.sh/capacity-type, operator: In, values: ["on-demand"]}}
-            - {{key: karpenter.k8s.aws/instance-family, operator: In, values: ["c6i"]}}
-            - {{key: karpenter.k8s.aws/instance-cpu, operator: In, values: ["4", "8"]}}
-      disruption: {{consolidationPolicy: WhenEmptyOrUnderutilized, consolidateAfter: 1m}}
-nodeClasses:
-  - apiVersion: karpenter.k8s.aws/v1
-    kind: EC2NodeClass
-    metadata: {{name: default}}
-    spec:
-      role: KarpenterNodeRole-test
-      amiSelectorTerms: [{{alias: al2023@latest}}]
-      subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: test}}}}]
-      securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: test}}}}]
-workloads:
-  - deployment:
-      metadata: {{name: web, namespace: shop}}
-      spec:
-        selector: {{matchLabels: {{app: web}}}}
-        strategy: {{type: RollingUpdate, rollingUpdate: {{maxSurge: 1, maxUnavailable: 0}}}}
-        template:
-          metadata: {{labels: {{app: web}}}}
-          spec:
-            containers:
-              - {{name: web, image: web:1, resources: {{requests: {{cpu: "1", memory: 1Gi}}}}}}
-    replicas:
-      interpolate: step
-      points: [["00:00", 12], ["01:00", 4]]
-    rollouts: ["01:00"]
-cloud:
-  launchLatency: {{distribution: lognormal, p50: 40s, p95: 75s}}
-  podStartup: {{imagePullCold: 30s, imagePullWarm: 1s, ready: 60s}}
-"""
 ROLLOUT = dt.datetime(2026, 3, 3, 1, 0, tzinfo=dt.UTC).timestamp()
 EARLIEST_SETTLED = ROLLOUT + 4 * 60 + 5 * 60  # four 60 s readiness steps, then the 5m settle time
 
 
-def _run(tmp_path: Path, name: str, annotations: str) -> runner.RunResult:
+def _run(tmp_path: Path, name: str, annotations: dict[str, str]) -> runner.RunResult:
+    raw = builders.simulation(
+        name,
+        start="2026-03-03T00:30:00Z",
+        duration="90m",
+        annotations=annotations,
+        instance_family="c6i",
+        consolidate_after="1m",
+        deployment="web",
+        namespace="shop",
+        requests={"cpu": "1", "memory": "1Gi"},
+        strategy={"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        replicas=[("00:00", 12), ("01:00", 4)],
+        rollouts=["01:00"],
+        pod_startup={"imagePullCold": "30s", "imagePullWarm": "1s", "ready": "60s"},
+    )
     path = tmp_path / f"{name}.yaml"
-    path.write_text(SCENARIO.format(name=name, annotations=annotations))
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
     return runner.run(scenario.load(path), seed=3)
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[runner.RunResult, runner.RunResult]:
     tmp = tmp_path_factory.mktemp("rollout-guard")
-    return _run(tmp, "plain", "{}"), _run(tmp, "guarded", "{" + ROLLOUT_GUARD_ANNOTATION + ": 5m}")
+    return _run(tmp, "plain", {}), _run(tmp, "guarded", {ROLLOUT_GUARD_ANNOTATION: "5m"})
 
 
 def _evictions(result: runner.RunResult) -> list[float]:
