@@ -510,7 +510,7 @@ def _build(
 ) -> tuple[InstanceType, ...]:
     """The types for ``nodeclass``, built once per distinct capacity view (the NodeClass fields
     capacity reads, :func:`karpy.core.capacity.capacity_view`), pricing and override: the
-    NodeClasses of one input usually differ only in subnets, roles and tags); the offerings are
+    NodeClasses of one input usually differ only in subnets, roles and tags; the offerings are
     priced once per region, pricing and override, whatever the view."""
     try:
         capacity_mod.ami_family(nodeclass)

@@ -85,3 +85,20 @@ def test_other_prices_get_their_own_build() -> None:
     assert spot and all(abs(p - 0.048) < 1e-9 for p in spot)
     assert half["m5.large"].offerings != base["m5.large"].offerings
     assert half["m5.large"].requirements == base["m5.large"].requirements
+
+
+def test_capacity_views_share_offerings_priced_once_and_prices_do_not() -> None:
+    base = {t.name: t for t in aws.instance_types("us-east-1", _FULL)}
+    more_pods = dataclasses.replace(_FULL, kubelet=KubeletConfig(max_pods=20, kube_reserved={"cpu": "200m"}))
+    other_view = {t.name: t for t in aws.instance_types("us-east-1", more_pods)}
+    half = {
+        t.name: t
+        for t in aws.instance_types("us-east-1", _FULL, pricing=PricingSettings(spot_price_ratio=0.25))
+    }
+    assert other_view["m5.large"].capacity != base["m5.large"].capacity
+    assert all(
+        a is b for a, b in zip(other_view["m5.large"].offerings, base["m5.large"].offerings, strict=True)
+    )
+    assert not any(
+        a is b for a, b in zip(half["m5.large"].offerings, base["m5.large"].offerings, strict=True)
+    )
