@@ -16,7 +16,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -77,6 +77,15 @@ class TypeIndex:
         shape = (n, len(names))
         self.alloc = np.array(alloc, dtype=np.int64).reshape(shape) if self.usable else np.zeros(shape)
         self.overhead = np.array(over, dtype=np.int64).reshape(shape) if self.usable else np.zeros(shape)
+        # per type and resource: the largest request that fits beside the DaemonSet overhead
+        # (allocatable - overhead); 0 where allocatable is below zero and there is no overhead
+        # (only a zero request fits), -1 where the overhead alone does not fit. For requests and
+        # overheads >= 0, "need == 0 or need <= allocatable" (need = overhead + request) is then
+        # "request <= room": one comparison per option instead of five (fits_mask).
+        room = self.alloc - self.overhead
+        self.room: npt.NDArray[Any] = np.where(room >= 0, room, np.where(self.overhead == 0, 0, -1))
+        self.room_exact = bool((self.overhead >= 0).all())
+        self.fits_nothing = cast(Mask, (self.room >= 0).all(axis=1))  # per type: requesting nothing fits
         self.has_ports = any(o.host_ports for o in daemon.values())
         # DaemonSet overhead objects are shared between types: a small class id per type
         classes: dict[int, int] = {}
@@ -161,12 +170,14 @@ class TypeIndex:
 
     def fits_mask(self, options: Options, requests: Resources) -> Mask:
         """Per option: requests + its DaemonSet overhead fit its allocatable (zero totals skipped)."""
-        ok = np.ones(len(options), dtype=np.bool_)
         if not requests:
+            if self.room_exact:
+                return self.fits_nothing[options]
             need = self.overhead[options]
-            ok &= ((need == 0) | (need <= self.alloc[options])).all(axis=1)
-            return ok
+            empty: Mask = ((need == 0) | (need <= self.alloc[options])).all(axis=1)
+            return empty
         vector = np.zeros(len(self.columns), dtype=np.int64)
+        negative = False
         for name, value in requests.items():
             column = self.columns.get(name)
             if column is None:
@@ -176,6 +187,13 @@ class TypeIndex:
             if abs(value) >= _LIMIT:
                 raise OverflowError(name)
             vector[column] = value
+            negative = negative or value < 0
+        if self.room_exact and not negative:
+            return cast(Mask, (self.room[options] >= vector).all(axis=1))
+        return self.fits_by_need(options, vector)
+
+    def fits_by_need(self, options: Options, vector: npt.NDArray[np.int64]) -> Mask:
+        """:meth:`fits_mask` as the rule says it, for a request vector over :attr:`columns`."""
         need = self.overhead[options] + vector
         fits: Mask = ((need == 0) | (need <= self.alloc[options])).all(axis=1)
         return fits
