@@ -15,11 +15,11 @@ created by the first :meth:`Publisher.publish` and written again only when a fig
 from __future__ import annotations
 
 import contextlib
-import uuid
 
 from karpy.api import encode
 from karpy.model import errors
 from karpy.ports import KubeAPI, RawObject
+from karpy.sim import apps_object
 
 __all__ = ["NEW_RS_AVAILABLE", "RS_UPDATED", "Publisher"]
 
@@ -63,14 +63,7 @@ class Publisher:
             "conditions": [condition],
         }
         body: RawObject = {"spec": {"replicas": replicas}, "status": status}
-        if first:
-            uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"karpy-sim:{KIND}/{self.namespace}/{self.name}"))
-            meta = {"name": self.name, "namespace": self.namespace, "uid": uid}
-            with contextlib.suppress(errors.AlreadyExists):
-                self._kube.create({"apiVersion": "apps/v1", "kind": KIND, "metadata": meta, **body})
-                return
-        with contextlib.suppress(errors.NotFound):
-            self._kube.patch(KIND, self.name, body, self.namespace)
+        apps_object.write(self._kube, KIND, self.namespace, self.name, body, first=first)
 
     def delete(self) -> None:
         """Delete the object (once written)."""

@@ -25,14 +25,12 @@ gone. Used by :class:`~karpy.sim.workloads.Workloads`.
 
 from __future__ import annotations
 
-import contextlib
-import uuid
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from karpy.model import errors
 from karpy.ports import KubeAPI, RawObject
+from karpy.sim import apps_object
 
 __all__ = ["KIND", "ClaimTemplates", "Ordinal", "Publisher", "ordinal_of", "plan"]
 
@@ -164,11 +162,4 @@ class Publisher:
                 "updateRevision": self._revision,
             },
         }
-        if first:
-            uid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"karpy-sim:{KIND}/{self.namespace}/{self.name}"))
-            meta = {"name": self.name, "namespace": self.namespace, "uid": uid}
-            with contextlib.suppress(errors.AlreadyExists):
-                self._kube.create({"apiVersion": "apps/v1", "kind": KIND, "metadata": meta, **body})
-                return
-        with contextlib.suppress(errors.NotFound):
-            self._kube.patch(KIND, self.name, body, self.namespace)
+        apps_object.write(self._kube, KIND, self.namespace, self.name, body, first=first)
