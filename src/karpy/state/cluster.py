@@ -65,12 +65,7 @@ _STORAGE_TYPES: dict[type, str] = {
     volumes_mod.CSINode: "CSINode",
 }
 
-_STORAGE = (
-    volumes_mod.PersistentVolumeClaim
-    | volumes_mod.PersistentVolume
-    | volumes_mod.StorageClass
-    | volumes_mod.CSINode
-)
+_STORAGE = tuple(_STORAGE_TYPES)
 
 InstanceTypeSource = Callable[[NodePool, "NodeClass | None"], tuple[InstanceType, ...]]
 
