@@ -31,7 +31,7 @@ from karpy.model.objects import Node, Pod
 
 __all__ = ["EKS_CAPACITY_TYPE", "Fleet", "capacity_type", "installed_cost", "karpy_fleet", "node_price"]
 
-EKS_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"  # managed node groups: ON_DEMAND | SPOT | CAPACITY_BLOCK
+EKS_CAPACITY_TYPE = labels.EKS_CAPACITY_TYPE  # managed node groups: ON_DEMAND | SPOT | CAPACITY_BLOCK
 _EKS_TYPES = {"ON_DEMAND": labels.CAPACITY_TYPE_ON_DEMAND, "SPOT": labels.CAPACITY_TYPE_SPOT}
 
 

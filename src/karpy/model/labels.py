@@ -46,6 +46,11 @@ CAPACITY_TYPE_SPOT = "spot"
 CAPACITY_TYPE_ON_DEMAND = "on-demand"
 CAPACITY_TYPE_RESERVED = "reserved"
 
+# what the nodes of an EKS managed node group carry (read by the Cluster Autoscaler model, the
+# recorder and shadow mode): the group's name, and ON_DEMAND | SPOT | CAPACITY_BLOCK
+EKS_NODE_GROUP = "eks.amazonaws.com/nodegroup"
+EKS_CAPACITY_TYPE = "eks.amazonaws.com/capacityType"
+
 CORE_WELL_KNOWN: frozenset[str] = frozenset(
     {NODEPOOL, CAPACITY_TYPE, ZONE, REGION, INSTANCE_TYPE, ARCH, OS, WINDOWS_BUILD}
 )

@@ -58,7 +58,7 @@ __all__ = [
     "TrueAllocatable",
 ]
 
-CAPACITY_LABEL = "eks.amazonaws.com/capacityType"  # what an EKS node group's nodes carry
+CAPACITY_LABEL = wk.EKS_CAPACITY_TYPE  # what an EKS node group's nodes carry
 _Z95 = 1.6448536269514722  # the standard normal's 95th percentile
 
 

@@ -38,7 +38,7 @@ __all__ = [
     "template_node",
 ]
 
-NODE_GROUP_LABEL = "eks.amazonaws.com/nodegroup"
+NODE_GROUP_LABEL = wk.EKS_NODE_GROUP
 
 
 @dataclass(slots=True)
