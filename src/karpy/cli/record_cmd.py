@@ -117,7 +117,9 @@ def record(
         raise _fail(f"--duration: {exc}") from None
     if not seconds:
         raise _fail("--duration: must be longer than 0s")
-    folder = output.parent / f"{output.stem}-snapshot"  # (karpy.record.live.snapshot_folder)
+    from karpy.record import live
+
+    folder = live.snapshot_folder(output)
     conventions.check_file(output, "-o")
     conventions.check_folder(folder, "the snapshot folder")
     stop = threading.Event()

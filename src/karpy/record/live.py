@@ -98,7 +98,6 @@ class LiveRecording:
         self.snapshot_kinds = tuple(snapshot_kinds)
         self.server = server
         self.recorder = Recorder(clock)
-        self.snapshot: snapshot_mod.Snapshot | None = None
         self.skipped: list[str] = []  # kinds not served (no watch)
         self._watchers: list[watch_mod.Watcher] = []
         self._arrived = threading.Event()
@@ -107,7 +106,7 @@ class LiveRecording:
 
     def start(self, *, sync_timeout: float = 30.0) -> snapshot_mod.Snapshot:
         """Read the snapshot, start the watches and open the recorder's window (see the module docstring)."""
-        self.snapshot = snapshot_mod.read(self.client, self.snapshot_kinds, server=self.server)
+        snap = snapshot_mod.read(self.client, self.snapshot_kinds, server=self.server)
         self._watchers = watch_mod.start_watches(self.client, self.kinds, read_timeout=60.0)
         deadline = time.monotonic() + sync_timeout
         while not all(w.synced or w.absent for w in self._watchers):
@@ -120,7 +119,7 @@ class LiveRecording:
         self.client.dispatch()
         self.skipped = sorted(w.kind for w in self._watchers if w.absent and not w.synced)
         self.recorder.begin()
-        return self.snapshot
+        return snap
 
     def pump(self, wait: float = 0.0) -> int:
         """Hand the events that arrived to the recorder, waiting up to ``wait`` seconds for one."""

@@ -96,7 +96,6 @@ GAPS = (
     "at the start",
 )
 _NONE = ("", "<none>")
-_NOT_WORKLOAD = ("DaemonSet", "Node")
 
 
 def promql(query: Query, *, window: float) -> str:
@@ -303,7 +302,7 @@ def _pod_life(answers: _Answers, clock: _Clock, created: Series) -> model.PodLif
         finished=clock.at(finished),
         deleted=clock.at(min(gone) if gone else None),
         node=node,
-        daemonset=owner[0] in _NOT_WORKLOAD,
+        daemonset=owner[0] in recorder.NOT_WORKLOAD,
     )
 
 
@@ -388,15 +387,12 @@ def _jobs(answers: _Answers, clock: _Clock, pods: Sequence[model.PodLife]) -> tu
     )
 
 
-def _daemon_sets(
-    pods: Sequence[model.PodLife], owners: Mapping[tuple[str, str], tuple[str, str]]
-) -> tuple[dict[str, Any], ...]:
+def _daemon_sets(pods: Sequence[model.PodLife]) -> tuple[dict[str, Any], ...]:
     """A DaemonSet per DaemonSet its pods name, with the template of its first pod."""
     first: dict[tuple[str, str], model.PodLife] = {}
     for pod in pods:
-        kind, name = owners.get((pod.namespace, pod.name), ("", ""))
-        if kind == "DaemonSet":
-            first.setdefault((pod.namespace, name), pod)
+        if pod.owner.kind == "DaemonSet":
+            first.setdefault((pod.namespace, pod.owner.name), pod)
     out = []
     for (namespace, name), pod in sorted(first.items()):
         template = {"metadata": dict(pod.template.get("metadata") or {}), "spec": dict(pod.template["spec"])}
@@ -439,7 +435,7 @@ def _nodes(answers: _Answers, clock: _Clock) -> tuple[model.NodeLife, ...]:
         name = created.labels.get("node", "")
         born = _stamp(created.value) or created.samples[0][0]
         gone = [t for t in (*(_stamp(s.value) for s in asked.get(name, [])), clock.gone(created)) if t]
-        life = recorder.Recorder._life(
+        life = recorder.node_life(
             name,
             prom_labels.merged(labels.get(name, []), prefix="label_"),
             launched=born,
@@ -501,7 +497,6 @@ def rebuild(
         source="prometheus",
         server=server,
     )
-    owners = {pod: _owner(series) for pod, series in indexed.by_pod["kube_pod_owner"].items()}
     warnings = [f"{q.metric}: no series: {q.gap}" for q in QUERIES if q.gap and not answers.get(q.metric)]
     warnings += list(GAPS)
     unlabelled = len(answers.get("kube_node_created", ())) - len(nodes)
@@ -517,7 +512,7 @@ def rebuild(
         )
     if recording.node_claims and not node_pools:
         warnings.append("NodePools and NodeClasses are not in kube-state-metrics: give --nodepools FILE")
-    return Rebuilt(recording, _daemon_sets(pods, owners), tuple(warnings), step)
+    return Rebuilt(recording, _daemon_sets(pods), tuple(warnings), step)
 
 
 def trace(

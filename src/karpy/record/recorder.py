@@ -36,7 +36,7 @@ from karpy.model import labels as wk
 from karpy.ports import WatchEvent
 from karpy.record import model, templates
 
-__all__ = ["CAPACITY_LABEL", "KINDS", "NODE_GROUP_LABEL", "Recorder"]
+__all__ = ["CAPACITY_LABEL", "KINDS", "NODE_GROUP_LABEL", "NOT_WORKLOAD", "Recorder", "node_life"]
 
 KINDS = (
     "Pod",
@@ -50,12 +50,12 @@ KINDS = (
     "StatefulSet",
     "Job",
 )
-NODE_GROUP_LABEL = "eks.amazonaws.com/nodegroup"
-CAPACITY_LABEL = "eks.amazonaws.com/capacityType"
+NODE_GROUP_LABEL = wk.EKS_NODE_GROUP
+CAPACITY_LABEL = wk.EKS_CAPACITY_TYPE
 _BEFORE = -math.inf  # "before the window": the times of what was listed before begin()
 _FIRST_REPLICASET = 5.0  # a ReplicaSet this soon after its Deployment appeared is its first
 _NODE_CLASSES = ("EC2NodeClass", "KWOKNodeClass")
-_NOT_WORKLOAD = ("DaemonSet", "Node")  # a DaemonSet's pods, static (mirror) pods
+NOT_WORKLOAD = ("DaemonSet", "Node")  # owners of non-workload pods: DaemonSets, static (mirror) pods
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -141,7 +141,6 @@ class Recorder:
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.start: float | None = None
-        self.events = 0
         self.versions: dict[str, int] = {}  # the highest resourceVersion observed per kind
         self._pods: dict[str, _Pod] = {}
         self._workloads: dict[tuple[str, str, str], _Workload] = {}
@@ -168,7 +167,6 @@ class Recorder:
         handler = self._HANDLERS.get(event.kind)
         if handler is None or not isinstance(obj, Mapping):
             return
-        self.events += 1
         handler(self, event.kind, obj, deleted=event.type == "DELETED")
 
     def _pod(self, _kind: str, obj: Mapping[str, Any], *, deleted: bool) -> None:
@@ -366,7 +364,7 @@ class Recorder:
             deleted=at(p.deleted),
             node=p.node,
             priority=p.priority,
-            daemonset=p.owner[0] in _NOT_WORKLOAD,
+            daemonset=p.owner[0] in NOT_WORKLOAD,
         )
 
     def _owners(
@@ -440,7 +438,7 @@ class Recorder:
                 if claim is None
                 else (claim.deleted if claim.deleted is not None else node.deleted)
             )
-            life = self._life(name, labels, launched=launched, deleted=deleted, at=at)
+            life = node_life(name, labels, launched=launched, deleted=deleted, at=at)
             if life is not None:
                 out.append(
                     dataclasses.replace(
@@ -449,37 +447,39 @@ class Recorder:
                 )
         for name, claim in sorted(self._claims.items()):
             if name not in used:
-                life = self._life(name, claim.labels, launched=claim.created, deleted=claim.deleted, at=at)
+                life = node_life(name, claim.labels, launched=claim.created, deleted=claim.deleted, at=at)
                 if life is not None:
                     out.append(life)
         return tuple(sorted(out, key=lambda n: (n.launched, n.name)))
 
-    @staticmethod
-    def _life(
-        name: str,
-        labels: Mapping[str, str],
-        *,
-        launched: float,
-        deleted: float | None,
-        at: Callable[[float | None], float | None],
-    ) -> model.NodeLife | None:
-        instance_type = labels.get(wk.INSTANCE_TYPE, "")
-        if not instance_type:
-            return None  # a claim that never launched
-        capacity = labels.get(wk.CAPACITY_TYPE) or (
-            "spot" if labels.get(CAPACITY_LABEL) == "SPOT" else "on-demand"
-        )
-        when = at(launched)
-        assert when is not None
-        return model.NodeLife(
-            name=name,
-            launched=when,
-            instance_type=instance_type,
-            zone=labels.get(wk.ZONE, ""),
-            capacity_type=capacity,
-            deleted=at(deleted),
-            node_pool=labels.get(wk.NODEPOOL, ""),
-            node_group=labels.get(NODE_GROUP_LABEL, ""),
-            region=labels.get(wk.REGION, ""),
-            labels=dict(sorted(labels.items())),
-        )
+
+def node_life(
+    name: str,
+    labels: Mapping[str, str],
+    *,
+    launched: float,
+    deleted: float | None,
+    at: Callable[[float | None], float | None],
+) -> model.NodeLife | None:
+    """A node's life from its (and its NodeClaim's) labels; None without an instance type.
+    Also used by :mod:`karpy.record.prom_series`."""
+    instance_type = labels.get(wk.INSTANCE_TYPE, "")
+    if not instance_type:
+        return None  # a claim that never launched
+    capacity = labels.get(wk.CAPACITY_TYPE) or (
+        "spot" if labels.get(CAPACITY_LABEL) == "SPOT" else "on-demand"
+    )
+    when = at(launched)
+    assert when is not None
+    return model.NodeLife(
+        name=name,
+        launched=when,
+        instance_type=instance_type,
+        zone=labels.get(wk.ZONE, ""),
+        capacity_type=capacity,
+        deleted=at(deleted),
+        node_pool=labels.get(wk.NODEPOOL, ""),
+        node_group=labels.get(NODE_GROUP_LABEL, ""),
+        region=labels.get(wk.REGION, ""),
+        labels=dict(sorted(labels.items())),
+    )

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from karpy.api import encode
+from karpy.api import common, encode
 from karpy.model import labels as wk
 from karpy.record import model
 from karpy.record.recorder import CAPACITY_LABEL, NODE_GROUP_LABEL
@@ -70,7 +70,7 @@ def trace(
     end = max(start + 1, round(recording.end))
     karpenter = recording.node_claims > 0
     doc: dict[str, Any] = {
-        "apiVersion": "karpy.dev/v1alpha1",
+        "apiVersion": common.KARPY_API_VERSION,
         "kind": "Simulation",
         "name": name,
         "description": description or _describe(recording),
