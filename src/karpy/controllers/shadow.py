@@ -339,7 +339,7 @@ class Shadow:
             )
             for pod in fresh:
                 self._event("Pod", pod.name, "ShadowWouldLaunch", message, namespace=pod.namespace)
-        return bool(pending) or bool(moving)
+        return True
 
     def _launch(
         self, launched: scheduling.Launched, pods: tuple[str, ...], *, now: float, reason: str = "provisioned"
@@ -422,19 +422,19 @@ class Shadow:
             savings_per_hour=command.savings_per_hour,
         )
         counted = self._decided.allow(key, now)
+        reason = command.reason.lower()
         replacements: list[StateNode] = []
         for node in launched:
             if node is None:
                 continue
             if counted:
-                name = self._launch(node, (), now=now, reason=command.reason.lower()).name
+                name = self._launch(node, (), now=now, reason=reason).name
             else:
                 name = f"shadow-{next(self._ids)}"
             replacements.append(virtual_claim(name, node, now=now))
         self._held[key] = _Held(decision, now + HOLD_SECONDS, tuple(replacements))
         if not counted:
             return
-        reason = command.reason.lower()
         self.disruptions.append(decision)
         self.ctx.metrics.shadow_disruptions.labels(reason=reason).inc(len(command.candidates))
         what = f"{command.method} ({reason}): {command.decision} {', '.join(command.candidates)}"

@@ -71,8 +71,6 @@ class Installed:
         self._before: set[str] = set()  # there before the shadow started
         self._launched: set[str] = set()  # "NodeClaim/x" or "Node/x" counted as launches, still there
         self._removed: set[str] = set()  # counted as removed (deleting), not gone yet
-        self.launches: dict[str, int] = {}  # instance type -> launches (for tests and logs)
-        self.removals: dict[str, int] = {}  # reason -> removals
 
     def on_event(self, event: ObjectEvent, now: float) -> None:
         obj = event.obj
@@ -115,7 +113,6 @@ class Installed:
             elif key not in self._removed:
                 why = reason()
                 self.metrics.shadow_installed_disruptions.labels(reason=why).inc()
-                self.removals[why] = self.removals.get(why, 0) + 1
                 self.on_removed(node, why)
                 self._removed.add(key)
             if deleted:
@@ -133,4 +130,3 @@ class Installed:
             return
         self._launched.add(key)
         self.metrics.shadow_installed_launches.labels(instance_type=instance_type).inc()
-        self.launches[instance_type] = self.launches.get(instance_type, 0) + 1
