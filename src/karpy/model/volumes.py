@@ -136,6 +136,10 @@ class Storage:
         }[kind]
         return bool(found)
 
+    def class_name(self, claim: PersistentVolumeClaim) -> str:
+        """The claim's StorageClass name: its own, else (unset) the default class ("" with none)."""
+        return claim.storage_class if claim.storage_class is not None else self.default_class()
+
     def default_class(self) -> str:
         """The default StorageClass's name ("" with none): the newest annotated one, as the API
         server's DefaultStorageClass admission picks (ties: the name)."""

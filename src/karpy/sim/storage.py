@@ -131,7 +131,7 @@ class Provisioner:
         self._zones = tuple(sorted(set(zones)))
         self._types = types
         self._limits_of = limits_of
-        self._context: tuple[int, volumes_mod.VolumeContext] | None = None
+        self._context: tuple[StorageView, volumes_mod.VolumeContext] | None = None
         self._unbound: set[str] = set()  # claims (namespace/name) to look at
         self._released: set[str] = set()  # volumes whose claim was deleted
         self._nodes_added: dict[str, str] = {}  # Node name -> uid
@@ -148,18 +148,10 @@ class Provisioner:
     # -- what the binder and the CA model read ---------------------------------------------
     def context(self) -> volumes_mod.VolumeContext:
         """The volume rules of the current storage objects (the same object while none changed)."""
-        version = self._cluster.store_version("storage")
+        storage = self._cluster.storage_view()  # (the run's cluster holds every storage object)
         cached = self._context
-        if cached is None or cached[0] != version:
-            kinds = self._cluster.storage
-            storage = StorageView(
-                claims=dict(kinds.get(_CLAIM, {})),
-                volumes=dict(kinds.get(_VOLUME, {})),
-                classes=dict(kinds.get("StorageClass", {})),
-                csi_nodes=dict(kinds.get(_CSINODE, {})),
-                complete=True,
-            )
-            cached = self._context = (version, volumes_mod.VolumeContext(storage, self._types))
+        if cached is None or cached[0] is not storage:
+            cached = self._context = (storage, volumes_mod.VolumeContext(storage, self._types))
         return cached[1]
 
     def prebind(self, pod: Pod, node: Node) -> None:
@@ -207,7 +199,7 @@ class Provisioner:
         return Result(None)
 
     def _class_of(self, claim: PersistentVolumeClaim, storage: StorageView) -> StorageClass | None:
-        name = claim.storage_class if claim.storage_class is not None else storage.default_class()
+        name = storage.class_name(claim)
         return storage.classes.get(name) if name else None
 
     def _immediate_topology(self, sc: StorageClass) -> dict[str, list[str]]:

@@ -552,10 +552,10 @@ class Cluster(statenodes.StateNodeCache):
             namespaces=dict(self.namespaces),
             well_known=self.well_known,
             settings=self.settings,
-            storage=self._storage_view(),
+            storage=self.storage_view(),
         )
 
-    def _storage_view(self) -> volumes_mod.Storage:
+    def storage_view(self) -> volumes_mod.Storage:
         """The storage objects as one :class:`~karpy.model.volumes.Storage`, the same object while
         none of them changed."""
         version = (self._store_versions.get("storage", 0), self.storage_complete)

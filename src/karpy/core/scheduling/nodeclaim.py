@@ -332,17 +332,13 @@ class ClaimInProgress:
     def _attach_limits(self, options: Options, adding: volumes.Attached) -> Options:
         """The options whose CSI attach limits take the claim's volumes and ``adding``; raises
         :class:`Unfit` when none does (for good: the claim's volumes only grow)."""
-        types = self.index.types
-        listed = options.tolist()
-        if not any(types[i].volume_limits for i in listed):
-            return options
-        attached = self.attached
-        keep = [volumes.over_limit(attached, adding, types[i].volume_limits) is None for i in listed]
+        types, attached = self.index.types, self.attached
+        overs = [volumes.over_limit(attached, adding, types[i].volume_limits) for i in options.tolist()]
+        keep = [o is None for o in overs]
         if all(keep):
             return options
         if any(keep):
             return options[keep]
-        overs = [volumes.over_limit(attached, adding, types[i].volume_limits) for i in listed]
         worst = max((o for o in overs if o is not None), key=lambda o: o[2])
         raise Unfit(lambda: volumes.limit_message(worst, "the largest instance type left"), monotone=True)
 

@@ -84,9 +84,9 @@ class _Volume:
     problem: str = ""
 
 
-def resolve(pod: Pod, storage: Storage) -> PodVolumes | None:
-    """The pod's volumes against ``storage``; None when it has no claim-backed volume (most pods)
-    or the snapshot holds no claims (not watched)."""
+def resolve(pod: Pod, storage: Storage, context: VolumeContext | None = None) -> PodVolumes | None:
+    """The pod's volumes against ``storage`` (``context``: the one they are read in); None when it
+    has no claim-backed volume (most pods) or the snapshot holds no claims (not watched)."""
     if not pod.volumes or not storage.knows("PersistentVolumeClaim"):
         return None
     reqs: list[Requirement] = []
@@ -96,7 +96,7 @@ def resolve(pod: Pod, storage: Storage) -> PodVolumes | None:
         one = _resolve_one(pod, volume, storage)
         if one.problem:
             if not pod.node_name:
-                return PodVolumes(problem=f'volume "{volume.name}": {one.problem}')
+                return PodVolumes(problem=f'volume "{volume.name}": {one.problem}', context=context)
             continue  # a bound pod being moved: what is known of its other volumes still counts
         if one.requirements:
             reqs.extend(one.requirements)
@@ -107,6 +107,7 @@ def resolve(pod: Pod, storage: Storage) -> PodVolumes | None:
         Requirements(reqs) if reqs else None,
         tuple(sources),
         {driver: frozenset(claims) for driver, claims in sorted(attach.items())},
+        context=context,
     )
 
 
@@ -133,9 +134,9 @@ def _resolve_one(pod: Pod, volume: PodVolume, storage: Storage) -> _Volume:
         return _Volume(problem=f"PersistentVolumeClaim {key} is being deleted")
     if claim.phase == "Lost":
         return _Volume(problem=f"PersistentVolumeClaim {key} is Lost (its PersistentVolume is gone)")
-    class_name = claim.storage_class if claim.storage_class is not None else storage.default_class()
     if claim.volume_name:
         return _bound(pod, volume, claim, storage)
+    class_name = storage.class_name(claim)
     if not class_name:
         return _Volume(problem=f"PersistentVolumeClaim {key} is unbound and names no StorageClass")
     sc = storage.classes.get(class_name)
@@ -249,10 +250,7 @@ class VolumeContext:
 
     def resolve(self, pod: Pod) -> PodVolumes | None:
         """:func:`resolve` against this solve's storage, remembering the context."""
-        found = resolve(pod, self.storage)
-        if found is None:
-            return None
-        return PodVolumes(found.requirements, found.sources, found.attach, found.problem, self)
+        return resolve(pod, self.storage, self)
 
     def limits(self, node_name: str, node_labels: Mapping[str, str]) -> Mapping[str, int]:
         csi = self.storage.csi_nodes.get(node_name)
