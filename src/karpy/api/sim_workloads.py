@@ -283,11 +283,6 @@ class Workload(_Strict):
             return nested(ReplicaCurve, value)
         raise ValueError(f"expected a number, a CSV path or a curve with points, got {value!r}")
 
-    @property
-    def kind(self) -> str:
-        """``deployment``, ``statefulSet``, ``job`` or ``pod``."""
-        return _camel(next(k for k in _KINDS if getattr(self, k) is not None))
-
     @model_validator(mode="after")
     def _one_kind(self) -> Workload:
         given = [k for k in _KINDS if getattr(self, k) is not None]

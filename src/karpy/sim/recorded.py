@@ -3,8 +3,8 @@
 ``karpy record`` writes, beside the workload, what the cluster really did over the window: every
 node with its launch (its NodeClaim's creation, else its Node's), registration (the Node object),
 Ready and deletion times, instance type, zone, capacity type and NodePool or node group, plus the
-figures measured from the pods (pending latency, pods created). :func:`from_schema` turns the
-validated block (:class:`karpy.api.simulation.Recorded`) into frozen values; :func:`figures` gives
+figures measured from the pods (pending latency, pods created). :func:`validate` checks the block
+(:class:`Block`) and turns it into frozen values (:class:`Recorded`); :func:`figures` gives
 the recorded run the shape of a simulated run's figures (:func:`karpy.sim.metrics.summary`:
 ``cost_usd``, ``node_hours``, ``peak_nodes``, ``nodes_created``, ``churn_per_hour``,
 ``pending_seconds``, a ``series`` of ``t``, ``nodes`` and ``cost``), so the report draws both on

@@ -141,45 +141,54 @@ def _deployment(
 def _recorded_workloads(
     workloads: Sequence[schema.Workload], resolve: Resolve, problem: Problem
 ) -> tuple[list[trace.StatefulSetTrace], list[trace.PodTrace]]:
-    """The StatefulSets with their replica curves and the recorded bare pods."""
+    """The StatefulSets with their replica curves and the recorded bare pods (after the
+    Deployments and Jobs, so their problems come after those)."""
     sets: list[trace.StatefulSetTrace] = []
     pods: list[trace.PodTrace] = []
     for i, wl in enumerate(workloads):
         if wl.stateful_set is not None:
-            spec = wl.stateful_set.get("spec") or {}
-            curve = _curve(i, wl, spec, resolve, problem)
-            if curve is None:
-                continue
-            meta = wl.stateful_set.get("metadata") or {}
-            sets.append(
-                trace.StatefulSetTrace(
-                    name=meta["name"],
-                    namespace=meta.get("namespace") or "default",
-                    template=spec.get("template") or {},
-                    replicas=curve,
-                    parallel=spec.get("podManagementPolicy") == "Parallel",
-                    claims=_claim_templates(spec),
-                )
-            )
+            stateful_set = _stateful_set(i, wl, wl.stateful_set, resolve, problem)
+            if stateful_set is not None:
+                sets.append(stateful_set)
         elif wl.pod is not None:
-            assert wl.runs is not None
-            meta = wl.pod.get("metadata") or {}
-            default = None if wl.run_for is None else seconds(wl.run_for)
-            runs = tuple(
-                trace.PodRun(r.at, default if r.run_for is None else seconds(r.run_for), r.delete_at)
-                for r in wl.runs
-            )
-            template = {"metadata": {k: v for k, v in meta.items() if k in ("labels", "annotations")}}
-            pods.append(
-                trace.PodTrace(
-                    name=str(meta.get("name") or ""),
-                    generate_name=str(meta.get("generateName") or ""),
-                    namespace=meta.get("namespace") or "default",
-                    template={**template, "spec": wl.pod.get("spec") or {}},
-                    runs=runs,
-                )
-            )
+            pods.append(_pod(wl, wl.pod))
     return sets, pods
+
+
+def _stateful_set(
+    i: int, wl: schema.Workload, raw: Mapping[str, Any], resolve: Resolve, problem: Problem
+) -> trace.StatefulSetTrace | None:
+    spec = raw.get("spec") or {}
+    curve = _curve(i, wl, spec, resolve, problem)
+    if curve is None:
+        return None
+    meta = raw.get("metadata") or {}
+    return trace.StatefulSetTrace(
+        name=meta["name"],
+        namespace=meta.get("namespace") or "default",
+        template=spec.get("template") or {},
+        replicas=curve,
+        parallel=spec.get("podManagementPolicy") == "Parallel",
+        claims=_claim_templates(spec),
+    )
+
+
+def _pod(wl: schema.Workload, raw: Mapping[str, Any]) -> trace.PodTrace:
+    """A recorded bare pod with its runs."""
+    assert wl.runs is not None
+    meta = raw.get("metadata") or {}
+    default = None if wl.run_for is None else seconds(wl.run_for)
+    runs = tuple(
+        trace.PodRun(r.at, default if r.run_for is None else seconds(r.run_for), r.delete_at) for r in wl.runs
+    )
+    template = {"metadata": {k: v for k, v in meta.items() if k in ("labels", "annotations")}}
+    return trace.PodTrace(
+        name=str(meta.get("name") or ""),
+        generate_name=str(meta.get("generateName") or ""),
+        namespace=meta.get("namespace") or "default",
+        template={**template, "spec": raw.get("spec") or {}},
+        runs=runs,
+    )
 
 
 def _claim_templates(spec: Mapping[str, Any]) -> statefulsets.ClaimTemplates | None:
@@ -222,7 +231,7 @@ def _job(i: int, wl: schema.Workload, job: Mapping[str, Any], problem: Problem) 
     )
 
 
-def _csv(path: Path, interpolate: str, problem: Any, where: str) -> trace.Curve | None:
+def _csv(path: Path, interpolate: str, problem: Problem, where: str) -> trace.Curve | None:
     try:
         return trace.load_csv(path, interpolate=interpolate)
     except trace.TraceError as exc:

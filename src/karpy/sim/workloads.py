@@ -406,8 +406,8 @@ class Workloads:
             wl.set_status = statefulsets.Publisher(
                 self._kube, wl.namespace, wl.name, parallel=wl.parallel, revision=revision
             )
-        active = [p for p in wl.pods.values() if p.active]
-        wl.set_status.publish(replicas=wl.replicas, active=len(active), ready=sum(p.ready for p in active))
+        c = wl.counts()
+        wl.set_status.publish(replicas=wl.replicas, active=c.active, ready=c.ready)
 
     def _sync_job(self, wl: _Workload) -> None:
         if wl.completed is not None:
