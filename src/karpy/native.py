@@ -19,7 +19,6 @@ beside fresh source (compiled modules call each other directly, so the two canno
 from __future__ import annotations
 
 import hashlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import json
@@ -150,8 +149,10 @@ def _evaluate(environ: Mapping[str, str], *, built: bool) -> Status:
     )
 
 
-class _SourceFirst(importlib.abc.MetaPathFinder):
-    """Loads the compiled packages from their ``.py`` files even where an extension module lies beside."""
+class _SourceFirst:
+    """Loads the compiled packages from their ``.py`` files even where an extension module lies beside
+    (a meta path finder: ``importlib.abc.MetaPathFinder``'s one method, without importing that
+    module, which loads ``importlib.resources`` at every start)."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
