@@ -1,6 +1,6 @@
 """End-to-end ``karpy plan`` benchmark: YAML files in, JSON out, as a user runs it.
 
-    python benchmarks/plan_e2e.py [--pods 5000 20000] [--runs 3] [--json OUT] [--keep DIR]
+    python benchmarks/plan_e2e.py [--pods 5000 20000] [--runs 3] [--json OUT] [--keep DIR] [--daemon]
 
 Writes upstream's ``BenchmarkScheduling`` diverse shape (``benchmarks/scheduling.py``,
 ``upstream-diverse``: the same pods, seed 42) as files: ``pods.yaml`` with one ``v1`` Pod document
@@ -10,15 +10,19 @@ per pod, ``nodepool.yaml`` (NodePool ``default`` and its KWOKNodeClass) and ``ca
 (parse, validate, solve and JSON, interpreter start-up included) and prints the median wall time
 and pods/s per size. One more in-process run splits the time into read (YAML), validate
 (schemas), solve (cluster state, snapshot and solve) and JSON, and checks that every pod was
-scheduled. The issue's goal: >= 2,700 pods/s at 5,000 pods and >= 2,000 at 20,000. The compiled
-core is used when it is built and current (``make native``); ``KARPY_PURE=1`` measures pure Python.
+scheduled. ``--daemon`` also times the same command handed to a warm ``karpy daemon`` (started on
+a socket of its own, stopped at the end) and checks that it prints the same plan. The issue's
+goal: >= 2,700 pods/s at 5,000 pods and >= 2,000 at 20,000. The compiled core is used when it is
+built and current (``make native``); ``KARPY_PURE=1`` measures pure Python.
 Never run by CI.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -33,6 +37,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import scheduling as shapes
+import startup
 
 from karpy.model.objects import Pod
 
@@ -113,13 +118,17 @@ def _command(folder: Path, catalog: Path) -> list[str]:
     return [sys.executable, "-m", "karpy", "plan", "-f", str(folder), "--catalog", str(catalog), "-o", "json"]
 
 
-def time_command(folder: Path, catalog: Path, runs: int) -> tuple[list[float], dict[str, Any]]:
-    """Wall seconds of each whole-command run, and the last run's JSON document."""
+def time_command(
+    folder: Path, catalog: Path, runs: int, env: dict[str, str] | None = None
+) -> tuple[list[float], dict[str, Any]]:
+    """Wall seconds of each whole-command run, and the last run's JSON document; ``env``: the
+    commands' environment (default: this one's, without a daemon)."""
+    env = env if env is not None else {**os.environ, "KARPY_NO_DAEMON": "1"}
     walls: list[float] = []
     out = ""
     for _ in range(runs):
         began = time.perf_counter()
-        done = subprocess.run(_command(folder, catalog), capture_output=True, text=True, check=False)
+        done = subprocess.run(_command(folder, catalog), env=env, capture_output=True, text=True, check=False)
         walls.append(time.perf_counter() - began)
         if done.returncode != 0:
             raise SystemExit(f"karpy plan failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -160,17 +169,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the figures here")
     parser.add_argument("--keep", type=Path, default=None, help="write the inputs here and keep them")
     parser.add_argument("--no-phases", action="store_true", help="skip the in-process split")
+    parser.add_argument(
+        "--daemon", action="store_true", help="also time the command handed to a warm `karpy daemon`"
+    )
     args = parser.parse_args(argv)
     from karpy import native
 
     core = native.status().build
     rows: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory() as scratch:
+    with contextlib.ExitStack() as stack:
+        scratch = stack.enter_context(tempfile.TemporaryDirectory())
+        served = stack.enter_context(startup.daemon()) if args.daemon else None
         base = args.keep or Path(scratch)
         for n in args.pods:
             folder = base / f"diverse-{n}"
             catalog = write_inputs(folder, n)
             walls, doc = time_command(folder, catalog, args.runs)
+            if served is not None:
+                daemon_walls, daemon_doc = time_command(folder, catalog, args.runs, served)
+                assert daemon_doc == doc, "the daemon's plan differs"
             median = statistics.median(walls)
             row: dict[str, Any] = {
                 "pods": n,
@@ -182,6 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "unschedulable": doc["summary"]["unschedulablePods"],
                 "core": core,
             }
+            if served is not None:
+                row["daemon_median_seconds"] = round(statistics.median(daemon_walls), 3)
+                row["daemon_pods_per_s"] = round(n / statistics.median(daemon_walls), 1)
             if not args.no_phases:
                 row.update({k: round(v, 3) for k, v in phases(folder, catalog).items()})
             rows.append(row)
@@ -193,6 +213,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     if args.no_phases
                     else f"  read {row['read_s']:.2f} validate {row['validate_s']:.2f} "
                     f"solve {row['solve_s']:.2f} json {row['json_s']:.2f}"
+                )
+                + (
+                    f"  through the daemon {row['daemon_median_seconds']:.2f} s "
+                    f"{row['daemon_pods_per_s']:.0f} pods/s"
+                    if served is not None
+                    else ""
                 ),
                 flush=True,
             )

@@ -9,6 +9,9 @@ For each command (``karpy --help``, ``karpy version``, ``karpy plan -f examples/
 runs ``--runs`` fresh processes and reports the median wall time (``time.perf_counter`` around
 the child), the median CPU time of the child (user + system, from ``os.wait4``, which other
 load on a shared machine inflates less) and the largest peak RSS.
+Each command is timed twice: alone (``KARPY_NO_DAEMON=1``), and handed to a warm daemon
+(``karpy daemon start``, on a socket of its own, stopped at the end; ``--no-daemon`` skips it),
+where the time is the client's: its start, the hand-over and the command in a forked worker.
 Then it runs ``python -X importtime -c "import karpy.cli"`` once and lists the modules with the
 most cumulative import time, and which heavy packages (matplotlib, scipy, highspy, the
 Kubernetes and AWS clients, the simulator, the operator) ``import karpy.cli`` loaded (none,
@@ -20,6 +23,7 @@ when start-up is lazy). Commands run from the repository root with this interpre
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +63,11 @@ def _karpy() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "karpy"]
 
 
-def _run_once(args: list[str]) -> tuple[float, float, int]:
+def _run_once(args: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(wall s, CPU s, peak RSS KiB) of one fresh ``karpy ARGS`` (``os.wait4``: that child's own usage)."""
     with tempfile.TemporaryFile() as err:
         began = time.perf_counter()
-        child = subprocess.Popen([*_karpy(), *args], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=err)
+        child = subprocess.Popen([*_karpy(), *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(child.pid, 0)
         wall = time.perf_counter() - began
         child.returncode = os.waitstatus_to_exitcode(status)
@@ -73,9 +78,11 @@ def _run_once(args: list[str]) -> tuple[float, float, int]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
 
 
-def time_command(args: list[str], runs: int) -> dict[str, Any]:
-    """Median wall and CPU seconds of ``runs`` fresh ``karpy ARGS`` processes, peak RSS (MB)."""
-    samples = [_run_once(args) for _ in range(runs)]
+def time_command(args: list[str], runs: int, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Median wall and CPU seconds of ``runs`` fresh ``karpy ARGS`` processes, peak RSS (MB);
+    ``env``: theirs (default: this one's, without a daemon)."""
+    env = env if env is not None else {**os.environ, "KARPY_NO_DAEMON": "1"}
+    samples = [_run_once(args, env) for _ in range(runs)]
     return {
         "command": "karpy " + " ".join(args),
         "runs": runs,
@@ -83,6 +90,23 @@ def time_command(args: list[str], runs: int) -> dict[str, Any]:
         "cpu_s": round(statistics.median(s[1] for s in samples), 3),
         "peak_rss_mb": round(max(s[2] for s in samples) / 1024, 1),
     }
+
+
+@contextlib.contextmanager
+def daemon() -> Iterator[dict[str, str]]:
+    """A warm ``karpy daemon`` on a socket of its own: the environment that hands commands to it."""
+    with tempfile.TemporaryDirectory(prefix="karpy-bench-") as folder:
+        env = {k: v for k, v in os.environ.items() if k != "KARPY_NO_DAEMON"}
+        env["KARPY_DAEMON_SOCKET"] = str(Path(folder, "d.sock"))
+        subprocess.run(
+            [*_karpy(), "daemon", "start"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
+        )
+        try:
+            yield env
+        finally:
+            subprocess.run(
+                [*_karpy(), "daemon", "stop"], cwd=ROOT, env=env, check=False, stdout=subprocess.DEVNULL
+            )
 
 
 _LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)$")
@@ -119,6 +143,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per command (median)")
     parser.add_argument("--top", type=int, default=15, help="modules listed by cumulative import time")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures as JSON")
+    parser.add_argument("--no-daemon", action="store_true", help="skip the runs through a warm daemon")
     parser.add_argument(
         "--src", type=Path, default=None, help="run karpy from this src/ folder (e.g. an older checkout's)"
     )
@@ -131,6 +156,10 @@ def main() -> None:
             figures.append(time_command(args, options.runs))
         except SystemExit as failed:  # (an older checkout may not have the command)
             print(str(failed).splitlines()[0], file=sys.stderr)
+    served = []
+    if not options.no_daemon and not SOURCE:
+        with daemon() as env:
+            served = [{**time_command(args, options.runs, env), "daemon": True} for args in COMMANDS]
     profile = import_profile(options.top)
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     pure = os.environ.get("KARPY_PURE", "") not in ("", "0")
@@ -138,8 +167,9 @@ def main() -> None:
     print()
     print("| command | wall (median) | CPU (median) | peak RSS |")
     print("|---|---:|---:|---:|")
-    for row in figures:
-        cells = [f"`{row['command']}`", f"{row['wall_s']:.2f} s", f"{row['cpu_s']:.2f} s"]
+    for row in [*figures, *served]:
+        command = f"`{row['command']}`" + (" through the daemon" if row.get("daemon") else "")
+        cells = [command, f"{row['wall_s']:.2f} s", f"{row['cpu_s']:.2f} s"]
         print("| " + " | ".join([*cells, f"{row['peak_rss_mb']:.0f} MB"]) + " |")
     print()
     print(f"`import karpy.cli`: {profile['import_karpy_cli_ms']:.0f} ms (-X importtime, cumulative)")
@@ -149,7 +179,7 @@ def main() -> None:
         print(f"  {row['cumulative_ms']:>8.1f}  {row['module']}")
     if options.json is not None:
         options.json.parent.mkdir(parents=True, exist_ok=True)
-        document = {"machine": machine, "commands": figures, "imports": profile}
+        document = {"machine": machine, "commands": figures, "daemon": served, "imports": profile}
         options.json.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
 
 

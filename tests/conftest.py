@@ -1,12 +1,14 @@
 """Shared pytest set-up: makes ``tests/`` and ``tests/adapters/`` importable so test modules can
 ``import builders`` or ``from emulator import EmulatorThread``; the Kubernetes emulator fixtures
 (``emu``: a kmock emulator on 127.0.0.1, ``kubectl``: a plain client to it) and
-``restore_logging``; and reports errors raised inside the compiled core (``karpy.native``) as
+``restore_logging``; sets ``KARPY_NO_DAEMON=1`` for every command the tests start; and
+reports errors raised inside the compiled core (``karpy.native``) as
 failures."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 from collections.abc import Iterator
@@ -20,6 +22,10 @@ _TESTS = str(Path(__file__).resolve().parent)
 for _path in (_TESTS, str(Path(_TESTS) / "adapters")):
     if _path not in sys.path:
         sys.path.insert(0, _path)
+
+# A karpy daemon the developer started must not run the commands the tests start in
+# subprocesses (it would run the code it started with): tests/unit/daemon starts its own.
+os.environ["KARPY_NO_DAEMON"] = "1"
 
 from emulator import EmulatorThread  # noqa: E402
 

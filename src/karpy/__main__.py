@@ -1,5 +1,5 @@
-"""``python -m karpy`` runs the command line."""
+"""``python -m karpy`` runs the command line (through a running daemon, if any: :mod:`karpy.launch`)."""
 
-from karpy.cli import main
+from karpy.launch import main
 
 main()

@@ -1,5 +1,5 @@
 """The ``karpy`` command line: simulate, plan, disrupt, explain, conformance, catalog, operator,
-snapshot, record, backtest, convert and version.
+snapshot, record, backtest, convert, version and daemon.
 
 The only place that prints. Bad input exits 2 with one line per problem (file, object,
 field); everything valid is still used. Starting is fast: each command's module imports only
@@ -20,6 +20,7 @@ from karpy.cli import (
     conformance_cmd,
     conventions,
     convert_cmd,
+    daemon_cmd,
     disrupt_cmd,
     explain_node,
     explain_pod,
@@ -73,6 +74,9 @@ app.command("backtest", cls=_COMMAND)(backtest_cmd.backtest)
 app.command("convert", cls=_COMMAND)(convert_cmd.convert)
 app.command("version", cls=_COMMAND)(version_cmd.version)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
+app.add_typer(
+    daemon_cmd.app, name="daemon", help="A warm process that runs karpy commands without start-up time."
+)
 explain = typer.Typer(
     help="Why a pod is (not) placed, why a node is (not) disrupted.",
     no_args_is_help=True,
