@@ -64,6 +64,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Container, Iterable, Sequence
 
+from karpy import settings as settings_mod
 from karpy.controllers import claims
 from karpy.controllers.context import Context
 from karpy.controllers.dedupe import Dedupe
@@ -84,6 +85,7 @@ __all__ = [
     "HEADROOM_RETRY_SECONDS",
     "NOMINATED_DEDUPE",
     "RETRIGGER_SECONDS",
+    "BatchWindow",
     "NominationListener",
     "Provisioner",
     "nomination_ttl",
@@ -100,6 +102,34 @@ HEADROOM_RETRY_SECONDS = 60.0  # a batch again after some headroom piece found n
 FAILED_SCHEDULING_DEDUPE = 300.0
 NOMINATED_DEDUPE = 120.0
 _EPSILON = 1e-6  # seconds; absorbs float rounding of deadlines near 1.7e9
+
+
+class BatchWindow:
+    """The batch window as state (module docstring): the first :meth:`trigger` opens it, each
+    moves the idle deadline to ``now + idle``; it closes at ``min(idle deadline, opened + max)``.
+    The provisioner's, and shadow mode's, which batches as the provisioner would."""
+
+    __slots__ = ("_idle_deadline", "opened", "settings")
+
+    def __init__(self, settings: settings_mod.BatchSettings) -> None:
+        self.settings = settings
+        self.opened: float | None = None
+        self._idle_deadline = 0.0
+
+    def trigger(self, now: float) -> None:
+        """Open the window at ``now``, or move its idle deadline to ``now + idle``."""
+        if self.opened is None:
+            self.opened = now
+        self._idle_deadline = now + self.settings.idle_seconds
+
+    def deadline(self) -> float | None:
+        """When the open window closes (None when no window is open)."""
+        if self.opened is None:
+            return None
+        return min(self._idle_deadline, self.opened + self.settings.max_seconds)
+
+    def close(self) -> None:
+        self.opened = None
 
 
 def nomination_ttl(batch_max: float) -> float:
@@ -187,8 +217,7 @@ class Provisioner:
     def __init__(self, ctx: Context, *, timer: Callable[[], float] | None = None) -> None:
         self.ctx = ctx
         self._timer = timer
-        self._opened: float | None = None
-        self._idle_deadline = 0.0
+        self.window = BatchWindow(ctx.settings.batch)
         self._retrigger_at: float | None = ctx.now()  # the first pass looks for pods already pending
         self._failed = Dedupe(FAILED_SCHEDULING_DEDUPE, {})
         self._nominated = Dedupe(NOMINATED_DEDUPE, {})
@@ -204,16 +233,11 @@ class Provisioner:
     # -- the batch window ----------------------------------------------------------------
     def trigger(self) -> None:
         """A provisionable pod appeared or changed: open the window or extend its idle deadline."""
-        now = self.ctx.now()
-        if self._opened is None:
-            self._opened = now
-        self._idle_deadline = now + self.ctx.settings.batch.idle_seconds
+        self.window.trigger(self.ctx.now())
 
     def deadline(self) -> float | None:
         """When the open window closes (None when no window is open)."""
-        if self._opened is None:
-            return None
-        return min(self._idle_deadline, self._opened + self.ctx.settings.batch.max_seconds)
+        return self.window.deadline()
 
     def on_event(self, event: ObjectEvent) -> bool:
         """Trigger for a provisionable pod, or a leaving Node or NodeClaim with pods, or (while a
@@ -294,7 +318,11 @@ class Provisioner:
         return Result(requeue_after=wait)
 
     def _reconcile(self, now: float) -> Result:
-        if self._opened is None and self._retrigger_at is not None and now + _EPSILON >= self._retrigger_at:
+        if (
+            self.window.opened is None
+            and self._retrigger_at is not None
+            and now + _EPSILON >= self._retrigger_at
+        ):
             self._retrigger_at = None
             cluster = self.ctx.cluster
             if any(provisionable(p, cluster.nodes) for p in cluster.unbound_pods()) or (
@@ -312,7 +340,7 @@ class Provisioner:
             return Result(requeue_after=deadline - now)
         if not self.ctx.cluster.synced():
             return Result(requeue_after=1.0)
-        self._opened = None
+        self.window.close()
         remaining, short = self._provision(now)
         if remaining or short:
             wait = RETRIGGER_SECONDS if remaining else HEADROOM_RETRY_SECONDS

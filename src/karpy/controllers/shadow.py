@@ -173,8 +173,7 @@ class Shadow:
         self._ids = itertools.count(1)
         self.memo = core.Memo()
         self.caches = scheduling.SchedulingCaches()
-        # the batch window, as the provisioner's: (when it opened, when it closes)
-        self._window: tuple[float, float] | None = None
+        self.window = provisioning.BatchWindow(ctx.settings.batch)  # as the provisioner's
         self._retrigger_at: float | None = self.started  # the first pass looks for pods already pending
         self._next_pass = self.started
         self._next_fleet = self.started
@@ -199,21 +198,22 @@ class Shadow:
 
     def trigger(self) -> None:
         """Open the batch window, or move its end to ``idle`` from now (at most ``max`` after it opened)."""
-        now = self.ctx.now()
-        batch = self.ctx.settings.batch
-        opened = now if self._window is None else self._window[0]
-        self._window = (opened, min(now + batch.idle_seconds, opened + batch.max_seconds))
+        self.window.trigger(self.ctx.now())
 
     def deadline(self) -> float | None:
         """When the open batch window closes (None: no window open)."""
-        return None if self._window is None else self._window[1]
+        return self.window.deadline()
 
     # -- the reconcile -------------------------------------------------------------------------
     def reconcile(self) -> Result:
         now = self.ctx.now()
         self.installed.watching = True  # what it hears from now on happens while karpy watches
         self._settle(now)
-        if self._window is None and self._retrigger_at is not None and now + _EPSILON >= self._retrigger_at:
+        if (
+            self.window.opened is None
+            and self._retrigger_at is not None
+            and now + _EPSILON >= self._retrigger_at
+        ):
             self._retrigger_at = None
             cluster = self.ctx.cluster
             waiting = any(provisioning.provisionable(p, cluster.nodes) for p in cluster.unbound_pods())
@@ -222,12 +222,12 @@ class Shadow:
         waits: list[float] = []
         deadline = self.deadline()
         if deadline is not None and deadline - now <= _EPSILON:
-            self._window = None
+            self.window.close()
             if self._provision(now):
                 self._retrigger_at = now + provisioning.RETRIGGER_SECONDS
         elif deadline is not None:
             waits.append(deadline - now)
-        if self._retrigger_at is not None and self._window is None:
+        if self._retrigger_at is not None and self.window.opened is None:
             waits.append(self._retrigger_at - now)
         if now + _EPSILON >= self._next_pass:
             self._next_pass = now + self._disrupt(now)
