@@ -30,12 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["backtest"]
 
 
-def _fail(lines: list[str]) -> typer.Exit:
-    for line in lines:
-        typer.echo(f"error: {line}", err=True)
-    return typer.Exit(2)
-
-
 def _table(doc: dict[str, Any]) -> Table:
     from rich.table import Table
 
@@ -81,12 +75,12 @@ def backtest(
     try:
         loaded = scenario_mod.load(trace, strict=strict)
     except scenario_mod.ScenarioError as exc:
-        raise _fail([str(p) for p in exc.problems]) from None
+        raise conventions.fail(*(str(p) for p in exc.problems)) from None
     for warning in loaded.warnings:
         typer.echo(f"warning: {warning}", err=True)
     if loaded.recorded is None:
-        raise _fail(
-            [f"{trace}: recorded: required (a trace written by karpy record; karpy simulate runs others)"]
+        raise conventions.fail(
+            f"{trace}: recorded: required (a trace written by karpy record; karpy simulate runs others)"
         )
     err = Console(stderr=True)
     with progress.steps(err) as step:
@@ -94,7 +88,7 @@ def backtest(
         try:
             result = backtest_mod.run(loaded, seed=seed)
         except InputError as exc:
-            raise _fail([str(exc)]) from None
+            raise conventions.fail(str(exc)) from None
     for line in result.warnings:
         err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     doc = backtest_mod.document(result)

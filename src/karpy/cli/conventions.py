@@ -35,6 +35,7 @@ __all__ = [
     "WideOutput",
     "check_file",
     "check_folder",
+    "fail",
     "version_document",
     "version_lines",
 ]
@@ -144,9 +145,11 @@ class Group(_Conventions, TyperGroup):
     (an unknown command or option) are one line."""
 
 
-def _fail(line: str) -> typer.Exit:
-    typer.echo(f"error: {line}", err=True)
-    return typer.Exit(2)
+def fail(*lines: str, code: int = 2) -> typer.Exit:
+    """Print each of ``lines`` as one ``error: LINE`` on stderr; the ``Exit(code)`` to raise."""
+    for line in lines:
+        typer.echo(f"error: {line}", err=True)
+    return typer.Exit(code)
 
 
 def _nearest(path: Path) -> Path:
@@ -174,10 +177,10 @@ def _check_parent(path: Path, option: str) -> None:
     """The folder ``path`` goes into exists and is writable, or can be created."""
     ancestor = _nearest(path.parent)
     if not ancestor.is_dir():
-        raise _fail(f"{option} {path}: {ancestor} is a file, not a folder")
+        raise fail(f"{option} {path}: {ancestor} is a file, not a folder")
     problem = _probe(ancestor)
     if problem is not None:
-        raise _fail(f"{option} {path}: cannot write in {ancestor}: {_why(problem)}")
+        raise fail(f"{option} {path}: cannot write in {ancestor}: {_why(problem)}")
 
 
 def check_file(path: Path | None, option: str) -> None:
@@ -185,13 +188,13 @@ def check_file(path: Path | None, option: str) -> None:
     if path is None:
         return
     if path.is_dir():
-        raise _fail(f"{option} {path}: is a folder, not a file")
+        raise fail(f"{option} {path}: is a folder, not a file")
     if path.exists():
         try:
             with path.open("ab"):  # append mode: the content stays as it is
                 pass
         except OSError as exc:
-            raise _fail(f"{option} {path}: cannot write: {_why(exc)}") from None
+            raise fail(f"{option} {path}: cannot write: {_why(exc)}") from None
         return
     _check_parent(path, option)
 
@@ -201,11 +204,11 @@ def check_folder(path: Path | None, option: str) -> None:
     if path is None:
         return
     if path.exists() and not path.is_dir():
-        raise _fail(f"{option} {path}: is a file, not a folder")
+        raise fail(f"{option} {path}: is a file, not a folder")
     if path.is_dir():
         problem = _probe(path)
         if problem is not None:
-            raise _fail(f"{option} {path}: cannot write in {path}: {_why(problem)}")
+            raise fail(f"{option} {path}: cannot write in {path}: {_why(problem)}")
         return
     _check_parent(path, option)
 

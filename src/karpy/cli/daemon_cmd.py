@@ -129,8 +129,7 @@ def _socket() -> str:
     try:
         return wire.socket_path()
     except wire.WireError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise conventions.fail(str(exc)) from None
 
 
 def _log_path(path: str) -> str:
@@ -153,8 +152,7 @@ def start(
     from karpy.daemon import client, server, wire
 
     if not sys.platform.startswith("linux"):
-        typer.echo(f"error: karpy daemon runs on Linux only (this is {sys.platform})", err=True)
-        raise typer.Exit(2)
+        raise conventions.fail(f"karpy daemon runs on Linux only (this is {sys.platform})")
     path = _socket()
     found = client.ask(path, {"op": "status"})
     if found is not None:
@@ -176,14 +174,12 @@ def start(
         try:
             server.serve(path, run_command, ready=ready)
         except (wire.WireError, OSError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(1) from None
+            raise conventions.fail(str(exc), code=1) from None
         return
     try:
         wire.private_folder(path)
     except (wire.WireError, OSError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise conventions.fail(str(exc)) from None
     log = _log_path(path)
     with open(log, "ab") as out:
         child = subprocess.Popen(
@@ -206,8 +202,7 @@ def start(
             return
         time.sleep(0.05)
     child.terminate()
-    typer.echo(f"error: the daemon did not answer within {timeout:g} s (log: {log})", err=True)
-    raise typer.Exit(1)
+    raise conventions.fail(f"the daemon did not answer within {timeout:g} s (log: {log})", code=1)
 
 
 def _tail(log: str, lines: int = 20) -> str:
@@ -243,10 +238,9 @@ def _stop(path: str, timeout: float) -> int | None:
     while os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.02)
     if os.path.exists(path):
-        typer.echo(
-            f"error: the daemon (pid {answer['stopping']}) still holds {path} after {timeout:g} s", err=True
+        raise conventions.fail(
+            f"the daemon (pid {answer['stopping']}) still holds {path} after {timeout:g} s", code=1
         )
-        raise typer.Exit(1)
     return int(answer["stopping"])
 
 

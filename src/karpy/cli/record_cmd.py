@@ -39,11 +39,6 @@ from karpy.model.errors import InputError, KarpyError
 __all__ = ["record"]
 
 
-def _fail(line: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {line}", err=True)
-    return typer.Exit(code)
-
-
 def record(
     kubeconfig: Path | None = typer.Option(
         None,
@@ -93,7 +88,9 @@ def record(
 
     if prometheus is not None:
         if kubeconfig is not None or context is not None or duration is not None:
-            raise _fail("give --from-prometheus URL or --kubeconfig/--context/--duration, not both")
+            raise conventions.fail(
+                "give --from-prometheus URL or --kubeconfig/--context/--duration, not both"
+            )
         window = _window(start, end, step)
         _from_prometheus(
             prometheus,
@@ -108,15 +105,15 @@ def record(
         return
     for flag, value in (("--start", start), ("--end", end), ("--nodepools", nodepools)):
         if value:
-            raise _fail(f"{flag}: only with --from-prometheus URL")
+            raise conventions.fail(f"{flag}: only with --from-prometheus URL")
     if duration is None:
-        raise _fail("--duration: required (or --from-prometheus URL --start TIME --end TIME)")
+        raise conventions.fail("--duration: required (or --from-prometheus URL --start TIME --end TIME)")
     try:
         seconds = common.parse_duration(duration)
     except ValueError as exc:
-        raise _fail(f"--duration: {exc}") from None
+        raise conventions.fail(f"--duration: {exc}") from None
     if not seconds:
-        raise _fail("--duration: must be longer than 0s")
+        raise conventions.fail("--duration: must be longer than 0s")
     from karpy.record import live
 
     folder = live.snapshot_folder(output)
@@ -161,16 +158,16 @@ def _record(
     try:
         client = snapshot_mod._connect(str(kubeconfig) if kubeconfig else None, context, None, timeout)
     except InputError as exc:
-        raise _fail(str(exc)) from None
+        raise conventions.fail(str(exc)) from None
     try:
         server = snapshot_mod._server(client)
         recording = live.LiveRecording(client, clock=time.time, server=server)
         try:
             snap = recording.start()
         except (snapshot_mod.Unreachable, InputError) as exc:
-            raise _fail(str(exc)) from None
+            raise conventions.fail(str(exc)) from None
         except KarpyError as exc:
-            raise _fail(str(exc), 1) from None
+            raise conventions.fail(str(exc), code=1) from None
         for kind, why in snap.skipped.items():
             typer.echo(f"skipped: {kind}: not served by the API server ({why})", err=True)
         for kind in recording.skipped:
@@ -206,7 +203,7 @@ def _write(
     try:
         doc = live.write(recording, snap, trace=output, name=name, catalog=catalog, hasher=hasher)
     except OSError as exc:
-        raise _fail(f"cannot write {output}: {exc}") from None
+        raise conventions.fail(f"cannot write {output}: {exc}") from None
     workloads = len(doc["workloads"])
     nodes = len(doc["recorded"]["nodes"])
     typer.echo(
@@ -225,19 +222,19 @@ def _window(start: str | None, end: str | None, step: str) -> tuple[float, float
     times = []
     for flag, value in (("--start", start), ("--end", end)):
         if value is None:
-            raise _fail(f"{flag}: required with --from-prometheus")
+            raise conventions.fail(f"{flag}: required with --from-prometheus")
         try:
             times.append(common.parse_time(value))
         except ValueError as exc:
-            raise _fail(f"{flag}: {exc}") from None
+            raise conventions.fail(f"{flag}: {exc}") from None
     try:
         seconds = common.parse_duration(step)
     except ValueError as exc:
-        raise _fail(f"--step: {exc}") from None
+        raise conventions.fail(f"--step: {exc}") from None
     if not seconds or seconds < 1:
-        raise _fail("--step: must be 1s or longer")
+        raise conventions.fail("--step: must be 1s or longer")
     if times[1] <= times[0]:
-        raise _fail("--end: must be after --start")
+        raise conventions.fail("--end: must be after --start")
     return times[0], times[1], seconds
 
 
@@ -265,7 +262,7 @@ def _configuration(paths: list[Path]) -> tuple[list[Mapping[str, Any]], list[Map
     ]
     pools = [raw for raw in raws if raw["kind"] == "NodePool"]
     if not pools:
-        raise _fail(f"--nodepools: no karpenter.sh/v1 NodePool in {', '.join(map(str, paths))}")
+        raise conventions.fail(f"--nodepools: no karpenter.sh/v1 NodePool in {', '.join(map(str, paths))}")
     return pools, [raw for raw in raws if raw["kind"] != "NodePool"]
 
 
@@ -285,7 +282,7 @@ def _from_prometheus(
     from karpy.record import live, prom_client, prom_series
 
     if not url.startswith(("http://", "https://")):
-        raise _fail(f'--from-prometheus: "{url}" is not an http:// or https:// URL')
+        raise conventions.fail(f'--from-prometheus: "{url}" is not an http:// or https:// URL')
     start, end, step = window
     conventions.check_file(output, "-o")
     pools, classes = _configuration(nodepools) if nodepools else ([], [])
@@ -293,7 +290,7 @@ def _from_prometheus(
     try:
         answers = prom_client.read(client, start=start, end=end, step=step)
     except prom_client.PrometheusError as exc:
-        raise _fail(str(exc)) from None
+        raise conventions.fail(str(exc)) from None
     rebuilt = prom_series.rebuild(
         answers, start=start, end=end, step=step, server=client.url, node_pools=pools, node_classes=classes
     )
@@ -310,7 +307,7 @@ def _from_prometheus(
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(prom_series.dump(doc, step=step), encoding="utf-8")
     except OSError as exc:
-        raise _fail(f"cannot write {output}: {exc}") from None
+        raise conventions.fail(f"cannot write {output}: {exc}") from None
     workloads, nodes = len(doc["workloads"]), len(doc["recorded"]["nodes"])
     typer.echo(
         f"wrote {output} ({workloads} workloads, {nodes} nodes, {doc['duration']} from {doc['start']}) "

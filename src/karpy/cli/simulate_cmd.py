@@ -174,12 +174,6 @@ def _until(text: str | None) -> float | None:
     return seconds
 
 
-def _fail(lines: list[str]) -> typer.Exit:
-    for line in lines:
-        typer.echo(f"error: {line}", err=True)
-    return typer.Exit(2)
-
-
 def simulate(
     scenario: Path = typer.Argument(..., metavar="SCENARIO", help="A kind: Simulation YAML file."),
     seed: int = typer.Option(
@@ -231,7 +225,7 @@ def simulate(
         scenario, compare_with, until, from_snapshot, strict=strict, max_pods=max_pods
     )
     if CA in compare and loaded.baseline is None:
-        raise _fail([f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}"])
+        raise conventions.fail(f"{scenario}: baseline.clusterAutoscaler: required by --compare {CA}")
     plan = _plan(loaded, others, compare=[str(c) for c in compare], ablations=ablations)
     err = Console(stderr=True)
     results, walls = _run_all(
@@ -275,9 +269,9 @@ def _load(
         others = [scenario_mod.load(p, strict=strict, max_pods=max_pods) for p in compare_with]
         duration = _until(until)
     except scenario_mod.ScenarioError as exc:
-        raise _fail([str(p) for p in exc.problems]) from None
+        raise conventions.fail(*(str(p) for p in exc.problems)) from None
     except InputError as exc:
-        raise _fail([str(exc)]) from None
+        raise conventions.fail(str(exc)) from None
     for warning in [w for sc in (loaded, *others) for w in sc.warnings]:
         typer.echo(f"warning: {warning}", err=True)
     return loaded, others, duration
@@ -352,7 +346,7 @@ def _run_all(
                 err.print(f"warning: {name} skipped: {exc}", markup=False, highlight=False)
                 continue
             except InputError as exc:
-                raise _fail([str(exc)]) from None
+                raise conventions.fail(str(exc)) from None
             walls[name] = time.perf_counter() - began
             for line in results[name].warnings:
                 if line not in warned:

@@ -43,12 +43,6 @@ class Backend(enum.StrEnum):
     processes = "processes"
 
 
-def _fail(lines: list[str]) -> typer.Exit:
-    for line in lines:
-        typer.echo(f"error: {line}", err=True)
-    return typer.Exit(2)
-
-
 def _ray_installed() -> bool:
     return importlib.util.find_spec("ray") is not None
 
@@ -60,10 +54,10 @@ def _pool(
 
     if backend is Backend.processes:
         if address is not None:
-            raise _fail(["--address: only with --backend ray"])
+            raise conventions.fail("--address: only with --backend ray")
         return execute.ProcessPool(workers or os.cpu_count() or 1, str(plan.root))
     if not _ray_installed():
-        raise _fail(["--backend ray: ray is not installed (pip install 'karpy[sweep]')"])
+        raise conventions.fail("--backend ray: ray is not installed (pip install 'karpy[sweep]')")
     from karpy.sweep import ray_backend
 
     return ray_backend.RayPool(workers=workers, root=plan.root, address=address)
@@ -171,7 +165,7 @@ def sweep(
     try:
         plan = expand.expand(file)
     except spec.SweepError as exc:
-        raise _fail([str(p) for p in exc.problems]) from None
+        raise conventions.fail(*(str(p) for p in exc.problems)) from None
     err = Console(stderr=True)
     for warning in plan.warnings:
         err.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
