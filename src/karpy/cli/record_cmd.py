@@ -156,11 +156,11 @@ def _record(
     from karpy.record import live
 
     try:
-        client = snapshot_mod._connect(str(kubeconfig) if kubeconfig else None, context, None, timeout)
+        client = snapshot_mod.connect(str(kubeconfig) if kubeconfig else None, context, None, timeout)
     except InputError as exc:
         raise conventions.fail(str(exc)) from None
     try:
-        server = snapshot_mod._server(client)
+        server = client.server
         recording = live.LiveRecording(client, clock=time.time, server=server)
         try:
             snap = recording.start()

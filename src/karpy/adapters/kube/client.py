@@ -466,6 +466,12 @@ class KubeClient:
         if self.write_guard is not None and not self.write_guard():
             raise kerrors.NotLeader(f"{verb} {kind} {name}: {self.identity} is not the leader")
 
+    @property
+    def server(self) -> str:
+        """The API server's address this client was started with ("" before :meth:`start`)."""
+        api = self._api
+        return str(api.configuration.host) if api is not None else ""
+
     def server_version(self) -> str:
         """The API server's ``gitVersion`` (``GET /version``), e.g. ``v1.31.4-eks-1234``."""
         answer = self._call(self._req("GET", "/version"))

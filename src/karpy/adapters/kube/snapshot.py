@@ -36,6 +36,7 @@ __all__ = [
     "KINDS",
     "Snapshot",
     "Unreachable",
+    "connect",
     "events_about",
     "file_name",
     "read",
@@ -114,12 +115,7 @@ def read(client: KubeClient, kinds: Sequence[str] = KINDS, *, server: str = "") 
     return snap
 
 
-def _server(client: KubeClient) -> str:
-    api = client._api  # the configuration the client was started with
-    return str(api.configuration.host) if api is not None else ""
-
-
-def _connect(kubeconfig: str | None, context: str | None, host: str | None, timeout: float) -> KubeClient:
+def connect(kubeconfig: str | None, context: str | None, host: str | None, timeout: float) -> KubeClient:
     """A started client (the caller closes it); a kubeconfig that cannot be loaded is InputError."""
     client = KubeClient(
         kubeconfig=kubeconfig, context=context, host=host, timeout=timeout, identity="snapshot"
@@ -143,9 +139,9 @@ def take(
     kinds: Sequence[str] = KINDS,
 ) -> Snapshot:
     """Connect (a kubeconfig and context, or ``host``), :func:`read`, and close the client."""
-    client = _connect(kubeconfig, context, host, timeout)
+    client = connect(kubeconfig, context, host, timeout)
     try:
-        return read(client, kinds, server=_server(client))
+        return read(client, kinds, server=client.server)
     finally:
         client.close()
 
@@ -163,14 +159,14 @@ def events_about(
     """The ``events.k8s.io/v1`` Events in ``namespace`` regarding ``kind``/``name``, oldest
     first (by ``eventTime``, else ``deprecatedLastTimestamp``, else creation); [] where Events are
     not served. Errors as :func:`take`."""
-    client = _connect(kubeconfig, context, host, timeout)
+    client = connect(kubeconfig, context, host, timeout)
     try:
         try:
             items = client.list("Event", namespace)
         except errors.NotFound:
             return []
         except kerrors.Unavailable as exc:
-            server = _server(client) or "(unknown)"
+            server = client.server or "(unknown)"
             raise Unreachable(f"cannot reach the API server {server}: {exc}") from None
     finally:
         client.close()
