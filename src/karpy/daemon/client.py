@@ -63,8 +63,9 @@ def request(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def forward(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> int | None:
-    """Run ``argv`` in the daemon: its exit status, or None when no daemon took it."""
-    if environ.get(NO_DAEMON, "") not in ("", "0"):
+    """Run ``argv`` in the daemon: its exit status, or None when no daemon took it (always None
+    off Linux, where the daemon does not run)."""
+    if environ.get(NO_DAEMON, "") not in ("", "0") or not sys.platform.startswith("linux"):
         return None
     try:
         path = wire.socket_path(environ)
