@@ -20,9 +20,10 @@ from typing import Any
 
 from karpy.daemon import wire
 
-__all__ = ["NO_DAEMON", "ask", "forward", "request", "streams"]
+__all__ = ["INTERRUPTED", "NO_DAEMON", "ask", "forward", "request", "streams"]
 
 NO_DAEMON = "KARPY_NO_DAEMON"
+INTERRUPTED = 128 + signal.SIGINT  # the status of a command stopped by Ctrl-C
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -79,13 +80,18 @@ def forward(argv: Sequence[str], environ: Mapping[str, str] = os.environ) -> int
             sock.connect(path)
         except OSError:
             return None  # a socket left by a daemon that died: run here
-        message = request(argv, environ)
+        try:
+            message = request(argv, environ)
+        except OSError:
+            return None  # (no working folder: it was removed) run here, as before
         fds = [fd for fd, spec in enumerate(message["streams"]) if spec is not None]
         try:
             wire.send(sock, message, fds)
             reply, _ = wire.recv(sock)
         except (OSError, wire.WireError):
             return None  # nothing started yet
+        except KeyboardInterrupt:
+            return INTERRUPTED  # Ctrl-C before the worker started: closing the socket stops it
         if reply is None:
             return None
         if "refused" in reply:

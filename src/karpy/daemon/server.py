@@ -41,9 +41,10 @@ from typing import Any, NoReturn
 
 from karpy.daemon import wire
 
-__all__ = ["Daemon", "serve"]
+__all__ = ["REQUEST_SECONDS", "Daemon", "serve"]
 
 Runner = Callable[[Sequence[str]], object]
+REQUEST_SECONDS = 10.0  # to receive a whole request once connected
 _KEPT: list[object] = []  # the daemon's own std streams, kept alive in a worker (they own fds 0-2)
 
 
@@ -52,7 +53,7 @@ class _Stop(Exception):
 
 
 class Daemon:
-    """The listening daemon (see the module docstring); :meth:`run` until stopped."""
+    """The listening daemon (see the module docstring): :meth:`bind`, then :meth:`serve_forever`."""
 
     def __init__(self, path: str, run: Runner, *, environ: Mapping[str, str] = os.environ) -> None:
         self.path = path
@@ -131,7 +132,9 @@ class Daemon:
         if uid != os.getuid():
             _log(f"refused a connection from uid {uid}")
             return
+        conn.settimeout(REQUEST_SECONDS)  # a client that connects and sends nothing holds no one up
         message, fds = wire.recv(conn, max_fds=wire.MAX_FDS)
+        conn.settimeout(None)
         if message is None:
             return
         try:
@@ -212,7 +215,10 @@ def _worker(
         os.environ.clear()
         os.environ.update(message["env"])
         sys.argv = list(message["argv"])
-        wire.send(conn, {"pid": os.getpid()})
+        try:
+            wire.send(conn, {"pid": os.getpid()})
+        except OSError:  # the client went away before the command started: nothing to run
+            os._exit(1)
         threading.Thread(target=_watch_client, args=(conn,), daemon=True).start()
         status = _run(run, sys.argv[1:])
         atexit._run_exitfuncs()

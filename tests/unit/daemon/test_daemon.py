@@ -254,6 +254,21 @@ def test_a_killed_client_stops_its_worker(own_daemon: Daemon, tmp_path: Path) ->
     assert own_daemon.status() is not None
 
 
+def test_a_client_that_sends_nothing_holds_the_daemon_only_until_the_request_timeout(
+    own_daemon: Daemon,
+) -> None:
+    from karpy.daemon import server
+
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with silent:
+        silent.connect(own_daemon.socket)
+        began = time.monotonic()
+        assert own_daemon.status() is not None  # answered once the silent one timed out
+        waited = time.monotonic() - began
+    assert server.REQUEST_SECONDS - 1 <= waited < server.REQUEST_SECONDS + 30
+    assert "connection lost: timed out" in own_daemon.log.read_text()
+
+
 def test_start_status_and_stop_in_the_background(tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("kd")
     env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
