@@ -163,7 +163,12 @@ def start(
         _stop(path, timeout)  # out of date: it would refuse every command
         typer.echo(f"stopped an out-of-date karpy daemon (pid {found['pid']})")
     if foreground:
-        took = warm(catalog)
+        from karpy.model.errors import InputError
+
+        try:
+            took = warm(catalog)
+        except InputError as exc:
+            raise conventions.fail(f"--catalog: {exc}") from None
         detail = ", ".join(f"{step} {secs:.2f} s" for step, secs in took.items())
 
         def ready(daemon: server.Daemon) -> None:
@@ -195,7 +200,7 @@ def start(
         if child.poll() is not None:
             typer.echo(f"error: the daemon ended (exit {child.returncode}) before answering:", err=True)
             typer.echo(_tail(log), err=True)
-            raise typer.Exit(1)
+            raise typer.Exit(2 if child.returncode == 2 else 1)  # bad input stays exit 2
         found = client.ask(path, {"op": "status"})
         if found is not None:
             typer.echo(f"karpy daemon started: pid {found['pid']}, socket {path}, log {log}")

@@ -333,6 +333,16 @@ def test_start_replaces_a_daemon_that_runs_other_code(tmp_path: Path) -> None:
         _run(["daemon", "stop"], env)
 
 
+def test_an_unknown_catalog_is_bad_input_in_both_modes(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
+    env["KARPY_DAEMON_SOCKET"] = str(tmp_path / "d.sock")
+    for mode in (["--foreground"], []):
+        done = _run(["daemon", "start", *mode, "--catalog", "aws:nowhere-1"], env)
+        assert done.returncode == 2, done.stderr
+        assert "error: --catalog: unknown AWS region 'nowhere-1'" in done.stderr
+    assert not (tmp_path / "d.sock").exists()
+
+
 def test_a_stale_socket_is_ignored_by_clients_and_replaced_by_a_new_daemon(tmp_path: Path) -> None:
     path = tmp_path / "d.sock"
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
