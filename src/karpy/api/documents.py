@@ -10,22 +10,28 @@ warning, ``no objects found in PATH``. :mod:`karpy.api.load` validates the docum
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from karpy.api import parallel as parallel_mod
 from karpy.api import yaml_events
 from karpy.api.problems import ERROR, FILE, WARNING, Problem
 
 __all__ = [
+    "PARALLEL_DOCUMENTS",
     "Document",
     "Loader",
     "PureLoader",
+    "iter_path",
+    "iter_text",
     "load",
     "nothing_found",
+    "nothing_found_in",
     "read_path",
     "read_paths",
     "read_text",
@@ -33,6 +39,7 @@ __all__ = [
 
 # (file, document index, the parsed document, or a Problem where it could not be read)
 Document = tuple[str, int, object]
+PARALLEL_DOCUMENTS = 1000  # a stream this long is parsed beside its validation (karpy.api.parallel)
 
 
 # libyaml's parser when PyYAML was built with it (about ten times faster on a large file); a
@@ -93,39 +100,64 @@ def _split_documents(text: str) -> list[tuple[int, str]]:
     return chunks
 
 
+def _document(file: str, index: int, first_line: int, chunk: str) -> Document | None:
+    """Document ``index`` of ``file`` (its text ``chunk`` starts at line ``first_line``), a Problem
+    for a syntax error, None for an empty document."""
+    try:
+        raw = load(chunk)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = first_line + mark.line + 1 if mark is not None else None
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" at line {line}, column {mark.column + 1}" if mark is not None and line else ""
+        message = f"YAML syntax error{where}: {what}"
+        return (file, index, Problem(file, index, "", "", "", message, line=line))
+    return None if raw is None else (file, index, raw)
+
+
+def _parse_serially(file: str, chunks: Sequence[tuple[int, str]], start: int = 0) -> Iterator[Document]:
+    for index in range(start, len(chunks)):
+        found = _document(file, index, *chunks[index])
+        if found is not None:
+            yield found
+
+
+def iter_text(text: str, *, file: str, parallel: bool | None = None) -> Iterator[Document]:
+    """The documents of ``text`` in order, as :func:`read_text`. A stream of at least
+    :data:`PARALLEL_DOCUMENTS` documents is parsed by a forked child (Linux) while the caller uses
+    the documents already parsed (:mod:`karpy.api.parallel`); ``parallel`` False never forks,
+    True forks whatever the size."""
+    chunks = _split_documents(text)
+    wanted = len(chunks) >= PARALLEL_DOCUMENTS if parallel is None else parallel
+    if wanted and parallel_mod.available():
+        yield from parallel_mod.parsed_in_a_child(functools.partial(_parse_serially, file, chunks))
+    else:
+        yield from _parse_serially(file, chunks)
+
+
 def read_text(text: str, *, file: str) -> list[Document]:
-    out: list[Document] = []
-    for index, (first_line, chunk) in enumerate(_split_documents(text)):
-        try:
-            raw = load(chunk)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = first_line + mark.line + 1 if mark is not None else None
-            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            where = f" at line {line}, column {mark.column + 1}" if mark is not None and line else ""
-            message = f"YAML syntax error{where}: {what}"
-            out.append((file, index, Problem(file, index, "", "", "", message, line=line)))
-            continue
-        if raw is not None:
-            out.append((file, index, raw))
-    return out
+    """The documents of ``text`` (see the module docstring), parsed in this process."""
+    return list(iter_text(text, file=file, parallel=False))
 
 
 def _file_problem(file: str, message: str, severity: str = ERROR) -> tuple[str, list[Document]]:
     return (file, [(file, FILE, Problem(file, FILE, "", "", "", message, severity))])
 
 
-def _read_file(file: Path) -> tuple[str, list[Document]]:
+def _iter_file(file: Path, parallel: bool | None) -> tuple[str, Iterator[Document]]:
+    """The file's name and its documents, parsed as they are taken (:func:`iter_text`)."""
     try:
         data = file.read_bytes()
     except OSError as exc:
-        return _file_problem(str(file), f"cannot read: {exc.strerror or exc}")
+        name, problem = _file_problem(str(file), f"cannot read: {exc.strerror or exc}")
+        return name, iter(problem)
     try:
         text = data.decode("utf-8-sig")  # (a byte-order mark is dropped)
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
-        return _file_problem(str(file), message)
-    return (str(file), read_text(text, file=str(file)))
+        name, problem = _file_problem(str(file), message)
+        return name, iter(problem)
+    return (str(file), iter_text(text, file=str(file), parallel=parallel))
 
 
 def read_paths(paths: Sequence[Path]) -> list[tuple[str, list[Document]]]:
@@ -136,13 +168,23 @@ def read_paths(paths: Sequence[Path]) -> list[tuple[str, list[Document]]]:
 
 def read_path(path: Path) -> list[tuple[str, list[Document]]]:
     """:func:`read_paths` of one path."""
+    return [(name, list(docs)) for name, docs in iter_path(path, parallel=False)]
+
+
+def iter_path(path: Path, *, parallel: bool | None = None) -> Iterator[tuple[str, Iterator[Document]]]:
+    """:func:`read_path` as it goes: each file is read when reached, and its documents parsed as
+    they are taken; a long stream is parsed beside the caller's work on the documents already
+    taken (``parallel``: :func:`iter_text`; a caller that takes them all at once gains nothing)."""
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
     elif path.exists():
         files = [path]
     else:
-        return [_file_problem(str(path), "no such file or directory")]
-    return [_read_file(file) for file in files]
+        name, problem = _file_problem(str(path), "no such file or directory")
+        yield name, iter(problem)
+        return
+    for file in files:
+        yield _iter_file(file, parallel)
 
 
 def nothing_found(path: Path, found: Sequence[tuple[str, list[Document]]]) -> Problem | None:
@@ -150,5 +192,10 @@ def nothing_found(path: Path, found: Sequence[tuple[str, list[Document]]]) -> Pr
     document at all: ``no objects found in PATH``; None when they hold one (or a problem)."""
     if any(docs for _, docs in found):
         return None
-    what = "" if found else " (no *.yaml or *.yml file)"
+    return nothing_found_in(path, files=len(found))
+
+
+def nothing_found_in(path: Path, *, files: int) -> Problem:
+    """``no objects found in PATH`` for a path of ``files`` files that hold no document."""
+    what = "" if files else " (no *.yaml or *.yml file)"
     return Problem("", FILE, "", "", "", f"no objects found in {path}{what}", WARNING)

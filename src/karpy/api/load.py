@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -452,26 +452,30 @@ def load_documents(
     A warning about a loaded object (an unknown field) is in ``warnings``, about one not loaded
     (an unknown kind) in ``skipped``."""
     loaded = Loaded()
-    items: list[tuple[str, int, str, object]] = []
+    # (file, index, "items[i]" prefix, raw or Problem, parsed): every object but the legacy ones
+    # is parsed as its document arrives (while a long stream is still being read:
+    # karpy.api.parallel); the legacy ones are converted as one set at the end; all are added in
+    # document order.
+    items: list[tuple[str, int, str, object, tuple[object | None, list[Problem]] | None]] = []
     for file, index, raw in documents:
         if isinstance(raw, Mapping) and raw.get("kind") == "List":
             entries = raw.get("items") or []
             if not isinstance(entries, list):
-                items.append(
-                    (file, index, "", Problem(file, index, "List", "", "items", "expected a list of objects"))
-                )
+                problem = Problem(file, index, "List", "", "items", "expected a list of objects")
+                items.append((file, index, "", problem, None))
                 continue
-            items.extend((file, index, f"items[{i}]", item) for i, item in enumerate(entries))
+            for i, item in enumerate(entries):
+                items.append(_item(file, index, f"items[{i}]", item, checks))
         else:
-            items.append((file, index, "", raw))
-    results = iter(legacy.convert_all([raw for *_, raw in items if legacy.is_legacy(raw)], legacy_options))
-    for file, index, prefix, raw in items:
+            items.append(_item(file, index, "", raw, checks))
+    results = iter(legacy.convert_all([raw for *_, raw, _ in items if legacy.is_legacy(raw)], legacy_options))
+    for file, index, prefix, raw, parsed in items:
         if isinstance(raw, Problem):
             loaded.problems.append(raw)
-        elif legacy.is_legacy(raw):
+        elif parsed is None:
             _add_legacy(loaded, next(results), file=file, index=index, prefix=prefix, checks=checks)
         else:
-            obj, problems = _parse_one(raw, file=file, index=index, prefix=prefix, checks=checks)
+            obj, problems = parsed
             loaded.problems.extend(p for p in problems if p.severity == ERROR)
             (loaded.warnings if obj is not None else loaded.skipped).extend(
                 p for p in problems if p.severity == WARNING
@@ -479,6 +483,15 @@ def load_documents(
             if obj is not None:
                 loaded.add(obj, file=file, index=index)
     return loaded
+
+
+def _item(
+    file: str, index: int, prefix: str, raw: object, checks: Checks
+) -> tuple[str, int, str, object, tuple[object | None, list[Problem]] | None]:
+    """One entry of :func:`load_documents`: parsed now, unless a Problem or legacy (parsed None)."""
+    if isinstance(raw, Problem) or legacy.is_legacy(raw):
+        return (file, index, prefix, raw, None)
+    return (file, index, prefix, raw, _parse_one(raw, file=file, index=index, prefix=prefix, checks=checks))
 
 
 def _add_legacy(
@@ -527,15 +540,20 @@ def load_paths(
 ) -> Loaded:
     """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order);
     ``strict``: an unknown field is an error (the object is not loaded), else a warning."""
-    documents: list[Document] = []
     empty: list[Problem] = []
-    for path in paths:
-        found = documents_mod.read_path(path)
-        documents.extend(doc for _, docs in found for doc in docs)
-        nothing = documents_mod.nothing_found(path, found)
-        if nothing is not None:
-            empty.append(nothing)
-    loaded = load_documents(documents, legacy_options=legacy_options, checks=STRICT if strict else FILES)
+
+    def documents() -> Iterator[Document]:  # parsed as load_documents takes them
+        for path in paths:
+            files, found = 0, False
+            for _, docs in documents_mod.iter_path(path):
+                files += 1
+                for doc in docs:
+                    found = True
+                    yield doc
+            if not found:
+                empty.append(documents_mod.nothing_found_in(path, files=files))
+
+    loaded = load_documents(documents(), legacy_options=legacy_options, checks=STRICT if strict else FILES)
     loaded.skipped.extend(empty)
     return loaded
 
