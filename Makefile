@@ -65,16 +65,16 @@ bench: $(STAMP) $(NATIVE_STAMP)
 
 # requirements.lock: the image's dependencies (pyproject's, and the build's setuptools and wheel)
 # pinned with hashes, resolved for CPython 3.11 on Linux (the image's Python). pip-tools runs from
-# its own venv under build/, so the dev venv is untouched. Commit the result.
+# its own venv under build/, so the dev venv is untouched (pip-tools 7.7 takes the header's
+# command from CUSTOM_COMPILE_COMMAND; it has no option for it). Commit the result.
 LOCK_PYTHON ?= python3.11
 LOCK_TOOLS := build/lock-tools
 lock:
 	test -x $(LOCK_TOOLS)/bin/pip-compile || { $(LOCK_PYTHON) -m venv $(LOCK_TOOLS) && \
 		$(LOCK_TOOLS)/bin/python -m pip install --quiet 'pip-tools>=7.4,<8'; }
-	$(LOCK_TOOLS)/bin/pip-compile --quiet --upgrade --strip-extras --generate-hashes --allow-unsafe \
-		--all-build-deps --no-emit-index-url --no-emit-trusted-host --no-emit-find-links \
-		--custom-compile-command "make lock" \
-		--output-file requirements.lock pyproject.toml
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_TOOLS)/bin/pip-compile --quiet --upgrade --strip-extras \
+		--generate-hashes --allow-unsafe --all-build-deps --no-emit-index-url --no-emit-trusted-host \
+		--no-emit-find-links --output-file requirements.lock pyproject.toml
 
 # The operator image (Dockerfile: a pinned python:3.11 patch release, requirements.lock with
 # hashes). Needs a running container engine; IMAGE=... names it.

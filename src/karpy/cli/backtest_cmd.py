@@ -14,7 +14,6 @@ See ``docs/backtest.md``.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +92,7 @@ def backtest(
         err.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
     doc = backtest_mod.document(result)
     if output is Output.json:
-        typer.echo(json.dumps(doc, indent=2))
+        conventions.print_json(doc)
     elif output is Output.yaml:
         import yaml
 

@@ -12,13 +12,13 @@ Mounted by :mod:`karpy.cli` as ``karpy catalog``.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from karpy.cli import conventions
 from karpy.cli.conventions import Command, Group, WideOutput
 from karpy.model import labels as labels_mod
 from karpy.model.errors import InputError
@@ -228,7 +228,7 @@ def list_(
             "instance_types": rows,
         }
         if output is WideOutput.json:
-            typer.echo(json.dumps(document, indent=2))
+            conventions.print_json(document)
         else:
             import yaml
 

@@ -7,12 +7,12 @@ every scenario's name, status, reason and file). Exit 1 when a scenario fails, 2
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from karpy.cli import conventions
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -73,7 +73,7 @@ def conformance(
     if lines:
         typer.echo(summary.line())
     elif output is Output.json:
-        typer.echo(json.dumps(result_document(summary), indent=2))
+        conventions.print_json(result_document(summary))
     else:
         import yaml
 

@@ -36,6 +36,7 @@ __all__ = [
     "check_file",
     "check_folder",
     "fail",
+    "print_json",
     "version_document",
     "version_lines",
 ]
@@ -181,6 +182,24 @@ def _check_parent(path: Path, option: str) -> None:
     problem = _probe(ancestor)
     if problem is not None:
         raise fail(f"{option} {path}: cannot write in {ancestor}: {_why(problem)}")
+
+
+def print_json(doc: Any, *, sort_keys: bool = False) -> None:
+    """``doc`` on stdout as JSON indented by two spaces, and a newline: what every ``-o json``
+    prints. orjson writes it (about ten times faster than ``json`` on a 10 MB plan) as UTF-8 bytes,
+    whatever the terminal's encoding (non-ASCII text as itself, not ``\\u`` escapes)."""
+    import orjson
+
+    option = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS
+    data = orjson.dumps(doc, option=option | orjson.OPT_SORT_KEYS if sort_keys else option)
+    stream = sys.stdout
+    buffer = getattr(stream, "buffer", None)
+    if buffer is None:  # a text-only stream (a test's StringIO)
+        stream.write(data.decode())
+        return
+    stream.flush()
+    buffer.write(data)
+    buffer.flush()
 
 
 def check_file(path: Path | None, option: str) -> None:

@@ -13,7 +13,6 @@ asks it to end; ``status`` prints it (``-o table|json|yaml``), exit 3 when none 
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import subprocess
 import sys
@@ -274,7 +273,7 @@ def status(
     if refused is not None:
         doc["refuses"] = refused[0]
     if output is Output.json:
-        typer.echo(json.dumps(doc, indent=2))
+        conventions.print_json(doc)
     elif output is Output.yaml:
         import yaml
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from karpy.cli import options
+from karpy.cli import conventions, options
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -127,7 +126,7 @@ def disrupt(
         raise typer.Exit(2) from None
     doc = dry_run_document(result)
     if output is Output.json:
-        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+        conventions.print_json(doc)
     elif output is Output.yaml:
         import yaml
 

@@ -12,7 +12,6 @@ Exit 0 when the node is explained, disrupted or not; 2 on bad input (a bad ``--n
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from karpy import settings as settings_mod
-from karpy.cli import inputs, options
+from karpy.cli import conventions, inputs, options
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -318,7 +317,7 @@ def node(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if output is Output.json:
-        sys.stdout.write(json.dumps(explanation_document(exp, base.name), indent=2, sort_keys=True) + "\n")
+        conventions.print_json(explanation_document(exp, base.name), sort_keys=True)
     elif output is Output.yaml:
         import yaml
 

@@ -11,7 +11,6 @@ unschedulable; 2 on bad input, a pod not found or an unreachable server.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from karpy import settings as settings_mod
-from karpy.cli import inputs, options
+from karpy.cli import conventions, inputs, options
 from karpy.cli.conventions import Output
 from karpy.model.errors import InputError
 
@@ -232,7 +231,7 @@ def pod(
     events = inputs.events(kubeconfig, context, "Pod", namespace, pod_name)
     if output is Output.json:
         document = explanation_document(exp, base.name, events)
-        sys.stdout.write(json.dumps(document, indent=2, sort_keys=True) + "\n")
+        conventions.print_json(document, sort_keys=True)
     elif output is Output.yaml:
         import yaml
 

@@ -7,7 +7,6 @@ Output formats: a readable table (default), or stable JSON/YAML documented in
 from __future__ import annotations
 
 import enum
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from karpy.cli import options
+from karpy.cli import conventions, options
 from karpy.cli.conventions import WideOutput
 from karpy.model.errors import InputError
 
@@ -287,7 +286,7 @@ def plan(
             assume_node_classes=assume_node_classes,
         )
     if output is WideOutput.json:
-        sys.stdout.write(json.dumps(plan_document(result), indent=2) + "\n")
+        conventions.print_json(plan_document(result))
     elif output is WideOutput.yaml:
         import yaml
 

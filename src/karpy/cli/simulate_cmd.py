@@ -238,7 +238,7 @@ def simulate(
     )
     doc = document(loaded, seed, results)
     if output is Output.json:
-        typer.echo(json.dumps(doc, indent=2))
+        conventions.print_json(doc)
     elif output is Output.yaml:
         import yaml
 

@@ -6,10 +6,9 @@ The same lines as ``karpy --version``; ``-o json|yaml`` prints them as a documen
 
 from __future__ import annotations
 
-import json
-
 import typer
 
+from karpy.cli import conventions
 from karpy.cli.conventions import Output, version_document, version_lines
 
 __all__ = ["version"]
@@ -25,7 +24,7 @@ def version(
         return
     doc = version_document()
     if output is Output.json:
-        typer.echo(json.dumps(doc, indent=2))
+        conventions.print_json(doc)
     else:
         import yaml
 

@@ -21,7 +21,7 @@ from typer import _click
 from typer.testing import CliRunner
 
 from karpy import native
-from karpy.cli import app, progress, simulate_cmd
+from karpy.cli import app, conventions, progress, simulate_cmd
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAN = ROOT / "examples" / "plan"
@@ -302,3 +302,16 @@ def test_the_image_build_is_pinned_and_locked() -> None:
     assert normalize(wanted) - normalize(pins) == set()
     assert "setuptools" in pins and "wheel" in pins
     assert "make lock" in lock.splitlines()[4]
+
+
+def test_print_json_is_indented_json_with_utf8_text(capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    """Every -o json prints this way: what json.dumps(indent=2) prints for ASCII text and
+    ordinary floats, non-ASCII text as UTF-8 whatever the terminal's encoding, keys sorted when asked."""
+    doc = {"b": [1, 2.5, 0.0416, None, True], "a": {"empty": [], "none": {}, "n": 3}, "name": "plain"}
+    conventions.print_json(doc)
+    out = capsysbinary.readouterr().out
+    assert out == (json.dumps(doc, indent=2) + "\n").encode()
+    conventions.print_json({"z": 1, "é": "générique-池"}, sort_keys=True)
+    out = capsysbinary.readouterr().out
+    assert out == '{\n  "z": 1,\n  "é": "générique-池"\n}\n'.encode()
+    assert json.loads(out) == {"z": 1, "é": "générique-池"}
