@@ -5,7 +5,9 @@ each as UTF-8 (a byte-order mark is dropped; other bytes are one problem naming 
 splits multi-document streams (a syntax error costs only its own document; timestamps stay
 strings: the schemas parse RFC3339 themselves). A missing or unreadable file is a problem of the
 file itself (index :data:`~karpy.api.problems.FILE`, no document), a path holding no object one
-warning, ``no objects found in PATH``. :mod:`karpy.api.load` validates the documents.
+warning, ``no objects found in PATH``. :mod:`karpy.api.load` validates the documents;
+:func:`iter_path` gives them as they are parsed, a stream of :data:`PARALLEL_DOCUMENTS` or more
+parsed by a forked child while the caller validates (:mod:`karpy.api.parallel`).
 """
 
 from __future__ import annotations
