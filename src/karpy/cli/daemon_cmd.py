@@ -1,13 +1,13 @@
 """``karpy daemon start|stop|status``: a warm process that runs ``karpy`` commands (:mod:`karpy.daemon`).
 
 ``start`` runs ``python -m karpy daemon start --foreground`` in a new session, its output
-appended to a log beside the socket, and waits until it answers (exit 1 with the log's tail if
-it ends first); a daemon already running is left alone, unless it runs out-of-date code (it
-would refuse every command), which is stopped first. ``--foreground`` warms up and serves in
-this process (for a service manager). Warming up imports what the commands run on and plans a
-small input on the shipped AWS catalog, so the catalog's shared parts are built once. ``stop``
-asks it to end; ``status`` prints it (``-o table|json|yaml``), exit 3 when none runs.
-``KARPY_DAEMON_SOCKET`` names another socket.
+appended to a log beside the socket, and waits until it answers (if it ends first: the log's
+tail, exit 2 when it ended on bad input, else 1); a daemon already running is left alone, unless
+it runs out-of-date code (it would refuse every command), which is stopped first.
+``--foreground`` warms up and serves in this process (for a service manager). Warming up imports
+what the commands run on and plans a small input on the shipped AWS catalog, so the catalog's
+shared parts are built once. ``stop`` asks it to end; ``status`` prints it (``-o
+table|json|yaml``), exit 3 when none runs. ``KARPY_DAEMON_SOCKET`` names another socket.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ WARM_MODULES = (
     "rich.table",
     "rich.progress",
     "yaml",
+    "orjson",
 )
 
 _WARM_INPUT = """\
