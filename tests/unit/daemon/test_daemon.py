@@ -204,11 +204,25 @@ def _in_open(pid: int) -> bool:
     return call in _OPEN_CALLS
 
 
+_CLIENTS: list[subprocess.Popen[str]] = []  # blocked commands, killed after each test
+
+
+@pytest.fixture(autouse=True)
+def _no_client_left() -> Iterator[None]:
+    """A test that fails leaves no blocked client (nor, through it, its worker) behind."""
+    yield
+    while _CLIENTS:
+        proc = _CLIENTS.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+
+
 def _blocked(args: list[str], env: dict[str, str], fifo: Path) -> subprocess.Popen[str]:
     """``karpy plan -f FIFO``: it waits for a writer until stopped."""
     if not fifo.exists():
         os.mkfifo(fifo)
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [*_karpy(), "plan", "-f", str(fifo), *args],
         env=env,
         cwd=ROOT,
@@ -216,6 +230,8 @@ def _blocked(args: list[str], env: dict[str, str], fifo: Path) -> subprocess.Pop
         stderr=subprocess.PIPE,
         text=True,
     )
+    _CLIENTS.append(proc)
+    return proc
 
 
 def _blocked_worker(daemon: Daemon, fifo: Path) -> tuple[subprocess.Popen[str], int]:
