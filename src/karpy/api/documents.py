@@ -33,7 +33,6 @@ __all__ = [
     "iter_text",
     "load",
     "nothing_found",
-    "nothing_found_in",
     "read_path",
     "read_paths",
     "read_text",
@@ -189,15 +188,7 @@ def iter_path(path: Path, *, parallel: bool | None = None) -> Iterator[tuple[str
         yield _iter_file(file, parallel)
 
 
-def nothing_found(path: Path, found: Sequence[tuple[str, list[Document]]]) -> Problem | None:
-    """The warning for a path whose files (``found``, as :func:`read_path` gives them) hold no
-    document at all: ``no objects found in PATH``; None when they hold one (or a problem)."""
-    if any(docs for _, docs in found):
-        return None
-    return nothing_found_in(path, files=len(found))
-
-
-def nothing_found_in(path: Path, *, files: int) -> Problem:
-    """``no objects found in PATH`` for a path of ``files`` files that hold no document."""
+def nothing_found(path: Path, *, files: int) -> Problem:
+    """``no objects found in PATH`` for a path of ``files`` YAML files that hold no document."""
     what = "" if files else " (no *.yaml or *.yml file)"
     return Problem("", FILE, "", "", "", f"no objects found in {path}{what}", WARNING)

@@ -551,7 +551,7 @@ def load_paths(
                     found = True
                     yield doc
             if not found:
-                empty.append(documents_mod.nothing_found_in(path, files=files))
+                empty.append(documents_mod.nothing_found(path, files=files))
 
     loaded = load_documents(documents(), legacy_options=legacy_options, checks=STRICT if strict else FILES)
     loaded.skipped.extend(empty)

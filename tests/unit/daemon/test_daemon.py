@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from karpy.daemon import client, wire
+from processes import children
 
 ROOT = Path(__file__).resolve().parents[3]
 PLAN = ROOT / "examples" / "plan"
@@ -38,8 +40,7 @@ class Daemon:
     log: Path  # its stderr
 
     def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
-        return {**env, "KARPY_DAEMON_SOCKET": self.socket, **extra}
+        return _served_by(self.socket, **extra)
 
     def status(self) -> dict[str, object] | None:
         return client.ask(self.socket, {"op": "status"})
@@ -50,14 +51,19 @@ class Daemon:
         return int(found["commands"])  # type: ignore[call-overload]
 
 
+def _served_by(socket_path: str | Path, **extra: str) -> dict[str, str]:
+    """This environment, handing commands to the daemon on ``socket_path`` (not KARPY_NO_DAEMON)."""
+    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
+    return {**env, "KARPY_DAEMON_SOCKET": str(socket_path), **extra}
+
+
 def _start(folder: Path) -> Daemon:
     path = str(folder / "d.sock")
     log = folder / "stderr.log"
-    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
     with open(log, "wb") as err:
         process = subprocess.Popen(
             [*_karpy(), "daemon", "start", "--foreground"],
-            env={**env, "KARPY_DAEMON_SOCKET": path},
+            env=_served_by(path),
             cwd=folder,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -100,22 +106,6 @@ def _run(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.C
 
 def _alone(**extra: str) -> dict[str, str]:
     return {**os.environ, client.NO_DAEMON: "1", **extra}
-
-
-def _children(pid: int) -> list[int]:
-    """The live processes whose parent is ``pid`` (the daemon's workers)."""
-    out: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path("/proc", entry, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == pid and fields[0] != "Z":
-            out.append(int(entry))
-    return out
 
 
 def _wait_for(check: object, seconds: float = 60.0) -> None:
@@ -236,12 +226,12 @@ def _blocked(args: list[str], env: dict[str, str], fifo: Path) -> subprocess.Pop
 
 def _blocked_worker(daemon: Daemon, fifo: Path) -> tuple[subprocess.Popen[str], int]:
     """A command blocked in its worker, and the worker's pid."""
-    workers = set(_children(daemon.process.pid))
+    workers = set(children(daemon.process.pid))
     run = _blocked([], daemon.env(), fifo)
     new: list[int] = []
 
     def started() -> bool:
-        new[:] = [p for p in _children(daemon.process.pid) if p not in workers]
+        new[:] = [p for p in children(daemon.process.pid) if p not in workers]
         return bool(new) and _in_open(new[0])
 
     _wait_for(started)
@@ -252,7 +242,7 @@ def test_ctrl_c_reaches_the_worker(own_daemon: Daemon, tmp_path: Path) -> None:
     run, worker = _blocked_worker(own_daemon, tmp_path / "fifo")
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=60)
-    _wait_for(lambda: worker not in _children(own_daemon.process.pid))
+    _wait_for(lambda: worker not in children(own_daemon.process.pid))
     alone = _blocked([], _alone(), tmp_path / "fifo")
     _wait_for(lambda: _in_open(alone.pid))
     alone.send_signal(signal.SIGINT)
@@ -266,7 +256,7 @@ def test_a_killed_client_stops_its_worker(own_daemon: Daemon, tmp_path: Path) ->
     run, worker = _blocked_worker(own_daemon, tmp_path / "fifo")
     run.kill()
     run.communicate(timeout=60)
-    _wait_for(lambda: worker not in _children(own_daemon.process.pid))
+    _wait_for(lambda: worker not in children(own_daemon.process.pid))
     assert own_daemon.status() is not None
 
 
@@ -287,8 +277,7 @@ def test_a_client_that_sends_nothing_holds_the_daemon_only_until_the_request_tim
 
 def test_start_status_and_stop_in_the_background(tmp_path_factory: pytest.TempPathFactory) -> None:
     folder = tmp_path_factory.mktemp("kd")
-    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
-    env["KARPY_DAEMON_SOCKET"] = str(folder / "d.sock")
+    env = _served_by(folder / "d.sock")
     assert _run(["daemon", "status"], env).returncode == 3
     started = _run(["daemon", "start"], env)
     try:
@@ -331,12 +320,9 @@ def test_start_replaces_a_daemon_that_runs_other_code(tmp_path: Path) -> None:
                     path.unlink()
                     return
 
-    import threading
-
     thread = threading.Thread(target=old_daemon, daemon=True)
     thread.start()
-    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
-    env["KARPY_DAEMON_SOCKET"] = str(path)
+    env = _served_by(path)
     started = _run(["daemon", "start"], env)
     try:
         thread.join(timeout=30)
@@ -350,8 +336,7 @@ def test_start_replaces_a_daemon_that_runs_other_code(tmp_path: Path) -> None:
 
 
 def test_an_unknown_catalog_is_bad_input_in_both_modes(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
-    env["KARPY_DAEMON_SOCKET"] = str(tmp_path / "d.sock")
+    env = _served_by(tmp_path / "d.sock")
     for mode in (["--foreground"], []):
         done = _run(["daemon", "start", *mode, "--catalog", "aws:nowhere-1"], env)
         assert done.returncode == 2, done.stderr
@@ -364,8 +349,7 @@ def test_a_stale_socket_is_ignored_by_clients_and_replaced_by_a_new_daemon(tmp_p
     dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     dead.bind(str(path))
     dead.close()  # a socket file nobody listens on: a daemon that was killed
-    env = {k: v for k, v in os.environ.items() if k != client.NO_DAEMON}
-    env["KARPY_DAEMON_SOCKET"] = str(path)
+    env = _served_by(path)
     done = _run(["version"], env)
     assert done.returncode == 0 and done.stderr == ""  # ran in the client, quietly
     daemon = _start(tmp_path)

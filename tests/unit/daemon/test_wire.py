@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,6 @@ def test_a_large_message_is_read_whole() -> None:
     env = {f"VAR{i}": "x" * 100 for i in range(5000)}  # about 600 kB: many reads
     with a, b:
         a.setblocking(True)
-        import threading
-
         sender = threading.Thread(target=wire.send, args=(a, {"env": env}))
         sender.start()
         message, fds = wire.recv(b)
