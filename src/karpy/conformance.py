@@ -288,9 +288,9 @@ def _run(path: Path, doc: Mapping[str, Any], catalogs: _Catalogs) -> tuple[str, 
         placed[pod_key] = _Placed(node_name, node_labels.get(node_name, {}), False)
     new_per_pool: Counter[str] = Counter()
     launched = 0
-    rank = scheduling.catalog_rank(catalog_order)
+    launcher = scheduling.Launcher(catalog_order, well_known=catalog.well_known)
     for claim in results.new_claims:
-        node = scheduling.launch(claim, rank, well_known=catalog.well_known)
+        node = launcher.launch(claim)
         if node is None:
             continue
         launched += 1
@@ -325,7 +325,8 @@ def _check_disruption(
     if command is None:
         return []
     failures = _check_command(expect, command)
-    launched = [scheduling.launch(r, order, well_known=well_known) for r in command.replacements]
+    launcher = scheduling.Launcher(order, well_known=well_known)
+    launched = [launcher.launch(r) for r in command.replacements]
     return (
         failures
         + _check_replacements(expect, command, launched)

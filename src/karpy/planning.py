@@ -196,9 +196,9 @@ def plan_snapshot(
     results = scheduling.solve(snapshot)
     launched: list[scheduling.Launched] = []
     unlaunchable: list[scheduling.PlannedClaim] = []
-    rank = scheduling.catalog_rank(catalog_order)
+    launcher = scheduling.Launcher(catalog_order, well_known=well_known)
     for claim in results.new_claims:
-        node = scheduling.launch(claim, rank, well_known=well_known)
+        node = launcher.launch(claim)
         if node is None:
             unlaunchable.append(claim)
         else:

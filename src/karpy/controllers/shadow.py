@@ -314,11 +314,12 @@ class Shadow:
             if live is not None and key not in self._covered:
                 live.pods[key] = origin.get(key, "")
                 self._covered[key] = where
+        launcher = scheduling.Launcher(self._rank, well_known=snapshot.well_known)
         for claim in results.new_claims:
             fresh = [p for p in claim.pods if p.key not in self._covered]
             if not fresh:
                 continue
-            launched = scheduling.launch(claim, self._rank, well_known=snapshot.well_known)
+            launched = launcher.launch(claim)
             if launched is None:
                 self.ctx.log.info(
                     "shadow: no available offering for a NodeClaim of NodePool %s (%d pods)",
@@ -409,9 +410,8 @@ class Shadow:
     def _decide(self, snapshot: Snapshot, command: core.Command, now: float) -> None:
         """Hold ``command`` as carried out; count it unless it was decided within the dedupe window."""
         key = _key(command)
-        launched = [
-            scheduling.launch(r, self._rank, well_known=snapshot.well_known) for r in command.replacements
-        ]
+        launcher = scheduling.Launcher(self._rank, well_known=snapshot.well_known)
+        launched = [launcher.launch(r) for r in command.replacements]
         decision = WouldDisrupt(
             time=now,
             reason=command.reason,

@@ -95,8 +95,9 @@ def karpy_fleet(
     fresh = dataclasses.replace(snapshot, nodes=(), pods=pods, unbound=pods)
     results = scheduling.solve(fresh, pods, caches=caches)
     cost, launched, placed = 0.0, 0, 0
+    launcher = scheduling.Launcher(rank, well_known=snapshot.well_known)
     for claim in results.new_claims:
-        node = scheduling.launch(claim, rank, well_known=snapshot.well_known)
+        node = launcher.launch(claim)
         if node is not None:
             cost += node.price
             launched += 1

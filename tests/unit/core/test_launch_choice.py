@@ -8,7 +8,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from karpy.core.scheduling.launch import catalog_rank, choose, launch
+from karpy.core.scheduling.launch import Launcher, catalog_rank, choose, launch
 from karpy.core.scheduling.results import PlannedClaim
 from karpy.model import labels
 from karpy.model.catalog import InstanceType, Offering
@@ -99,3 +99,52 @@ def test_a_precomputed_rank_launches_as_the_order_does() -> None:
     by_rank = launch(claim, catalog_rank(order))
     assert by_order is not None and by_rank is not None
     assert by_order.instance_type.name == by_rank.instance_type.name == "a"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    instance_types(),
+    st.lists(st.tuples(st.integers(0, 2), claim_requirements), min_size=1, max_size=8),
+    st.permutations(range(8)),
+)
+def test_one_launcher_launches_each_claim_as_launch_does(
+    types: list[InstanceType], picks: list[tuple[int, Requirements]], shuffle: list[int]
+) -> None:
+    # claims share option tuples (as a solve's do) and requirements in any mix; the catalog order
+    # is not the options' order
+    shared = [tuple(types), tuple(reversed(types)), tuple(types[: len(types) // 2])]
+    order = [types[i].name for i in shuffle if i < len(types)]
+    claims = [
+        PlannedClaim(f"c{i}", "p", reqs, shared[which], pods=(), requests=Resources())
+        for i, (which, reqs) in enumerate(picks)
+    ]
+    launcher = Launcher(order)
+    assert [launcher.launch(c) for c in claims] == [launch(c, order) for c in claims]
+
+
+def test_a_launcher_chooses_for_each_option_list_and_names_each_node() -> None:
+    # a second list of options gets its own choice; a repeated one its first choice, with its own name
+    cheap = InstanceType(
+        "cheap",
+        Requirements([Requirement.in_(labels.INSTANCE_TYPE, "cheap")]),
+        (Offering("z1", "spot", 0.1),),
+        Resources(),
+    )
+    dear = InstanceType(
+        "dear",
+        Requirements([Requirement.in_(labels.INSTANCE_TYPE, "dear")]),
+        (Offering("z1", "spot", 0.9),),
+        Resources(),
+    )
+    reqs = Requirements([Requirement.in_(labels.ZONE, "z1")])
+    launcher = Launcher(["cheap", "dear"])
+    first = launcher.launch(PlannedClaim("a", "p", reqs, (cheap, dear), pods=(), requests=Resources()))
+    second = launcher.launch(PlannedClaim("b", "p", reqs, (dear,), pods=(), requests=Resources()))
+    again = launcher.launch(PlannedClaim("c", "p", reqs, (cheap, dear), pods=(), requests=Resources()))
+    assert first is not None and second is not None and again is not None
+    assert (first.instance_type.name, second.instance_type.name, again.instance_type.name) == (
+        "cheap",
+        "dear",
+        "cheap",
+    )
+    assert (first.labels[labels.HOSTNAME], again.labels[labels.HOSTNAME]) == ("a", "c")

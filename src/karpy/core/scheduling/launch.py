@@ -7,6 +7,11 @@ catalog order at that price is taken (``FORMAT.md`` of the conformance suite). T
 labels: template labels, single-valued requirement labels, the type's labels, the
 offering's zone and capacity type, the NodePool, and the hostname. Used by ``karpy plan``
 and the conformance runner (the kwok provider uses it from the runtime issue on).
+
+A solve's claims share their option lists (:mod:`karpy.core.scheduling.finalize` hands claims
+with the same options one tuple) and often their requirements: :class:`Launcher` launches many
+claims and makes each choice once per (options, requirements), so ``karpy plan`` of 5,000 pods
+chooses about 40 times for its 1,000 claims instead of sorting 400 options for each.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from karpy.model import labels
 from karpy.model.catalog import InstanceType, Offering
 from karpy.model.requirements import Requirements
 
-__all__ = ["Launched", "catalog_rank", "choose", "launch", "node_labels"]
+__all__ = ["Launched", "Launcher", "catalog_rank", "choose", "launch", "node_labels"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,23 +104,63 @@ def launch(
     well_known: frozenset[str] = labels.CORE_WELL_KNOWN,
 ) -> Launched | None:
     """Pick the type and offering for a planned claim; None when no option has an available
-    offering. ``catalog_order``: the type names in catalog order, or :func:`catalog_rank` of them."""
-    rank = catalog_order if isinstance(catalog_order, Mapping) else catalog_rank(catalog_order)
-    ordered = sorted(
-        enumerate(claim.instance_types),
-        key=lambda item: (rank.get(item[1].name, len(rank) + item[0]), item[0]),
-    )
-    chosen = choose(claim.requirements, [it for _, it in ordered])
-    if chosen is None:
-        return None
-    it, offering = chosen
-    node = node_labels(
-        claim.requirements,
-        it,
-        offering,
-        template_labels=claim.labels,
-        node_pool=claim.node_pool,
-        hostname=claim.name,
-        well_known=well_known,
-    )
-    return Launched(claim, it, offering, node)
+    offering. ``catalog_order``: the type names in catalog order, or :func:`catalog_rank` of them.
+    For the claims of a solve, one :class:`Launcher` makes each distinct choice once."""
+    return Launcher(catalog_order, well_known=well_known).launch(claim)
+
+
+Choice = tuple[InstanceType, Offering] | None
+
+
+class Launcher:
+    """:func:`launch` for many claims under one catalog order (the claims of a solve, or of a
+    disruption command's replacements).
+
+    A choice depends only on the claim's options and requirements: it is kept per (options
+    tuple, requirements), the tuple held so that its identity stays its own while the launcher
+    lives. Make one per solve: the memo grows with the distinct choices it is asked.
+    """
+
+    def __init__(
+        self,
+        catalog_order: Sequence[str] | Mapping[str, int] = (),
+        *,
+        well_known: frozenset[str] = labels.CORE_WELL_KNOWN,
+    ) -> None:
+        self.rank: Mapping[str, int] = (
+            catalog_order if isinstance(catalog_order, Mapping) else catalog_rank(catalog_order)
+        )
+        self.well_known = well_known
+        self._chosen: dict[tuple[int, Requirements], tuple[Sequence[InstanceType], Choice]] = {}
+
+    def choice(self, claim: PlannedClaim) -> Choice:
+        """The type and offering the launch rule gives ``claim`` (None: no available offering)."""
+        options = claim.instance_types
+        key = (id(options), claim.requirements)
+        hit = self._chosen.get(key)
+        if hit is not None and hit[0] is options:
+            return hit[1]
+        rank = self.rank
+        ordered = sorted(
+            enumerate(options), key=lambda item: (rank.get(item[1].name, len(rank) + item[0]), item[0])
+        )
+        chosen = choose(claim.requirements, [it for _, it in ordered])
+        self._chosen[key] = (options, chosen)
+        return chosen
+
+    def launch(self, claim: PlannedClaim) -> Launched | None:
+        """The launched node for ``claim``, as :func:`launch` gives it."""
+        chosen = self.choice(claim)
+        if chosen is None:
+            return None
+        it, offering = chosen
+        node = node_labels(
+            claim.requirements,
+            it,
+            offering,
+            template_labels=claim.labels,
+            node_pool=claim.node_pool,
+            hostname=claim.name,
+            well_known=self.well_known,
+        )
+        return Launched(claim, it, offering, node)
