@@ -8,23 +8,53 @@ turns validated objects into :mod:`karpy.model` values; :mod:`~karpy.api.load` r
 files (:mod:`~karpy.api.documents`) and reports problems (:mod:`~karpy.api.problems`), checking
 names (:mod:`~karpy.api.names`) and unknown fields (:mod:`~karpy.api.fields`) as kubectl would.
 Used by the CLI, the conformance runner and the watch codec.
+
+The names below are loaded when first used, so that importing a light module of this package
+(:mod:`~karpy.api.documents`, to start reading files) does not build every schema first.
 """
 
-from karpy.api.convert import Namespace, Workload, expand, pod_requests
-from karpy.api.load import (
-    Loaded,
-    ObjectError,
-    Problem,
-    convert_daemonset,
-    convert_node,
-    convert_node_claim,
-    convert_node_pool,
-    convert_pdb,
-    convert_pod,
-    load_paths,
-    load_text,
-    parse_object,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from karpy.api.convert import Namespace, Workload, expand, pod_requests
+    from karpy.api.load import (
+        Loaded,
+        ObjectError,
+        Problem,
+        convert_daemonset,
+        convert_node,
+        convert_node_claim,
+        convert_node_pool,
+        convert_pdb,
+        convert_pod,
+        load_paths,
+        load_text,
+        parse_object,
+    )
+
+_FROM = {
+    **dict.fromkeys(("Namespace", "Workload", "expand", "pod_requests"), "karpy.api.convert"),
+    **dict.fromkeys(
+        (
+            "Loaded",
+            "ObjectError",
+            "Problem",
+            "convert_daemonset",
+            "convert_node",
+            "convert_node_claim",
+            "convert_node_pool",
+            "convert_pdb",
+            "convert_pod",
+            "load_paths",
+            "load_text",
+            "parse_object",
+        ),
+        "karpy.api.load",
+    ),
+}
 
 __all__ = [
     "Loaded",
@@ -44,3 +74,12 @@ __all__ = [
     "parse_object",
     "pod_requests",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _FROM.get(name)
+    if module is None:
+        raise AttributeError(f"module 'karpy.api' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -48,6 +48,7 @@ __all__ = [
     "Toleration",
     "at_least",
     "between",
+    "build_all",
     "format_loc",
     "label_value_problem",
     "one_of",
@@ -79,9 +80,13 @@ class FieldErrors(FieldError):
 
 class K8sModel(BaseModel):
     """Base of every schema: camelCase aliases, unknown fields ignored (:mod:`karpy.api.fields`
-    reports them), ``null`` = unset."""
+    reports them), ``null`` = unset. A schema's validator is built when it is first used (a
+    ``karpy plan`` of pods never builds the DaemonSet's or the EC2NodeClass's), or by
+    :func:`build_all`."""
 
-    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, coerce_numbers_to_str=True)
+    model_config = ConfigDict(
+        extra="ignore", alias_generator=to_camel, coerce_numbers_to_str=True, defer_build=True
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -89,6 +94,16 @@ class K8sModel(BaseModel):
         if isinstance(data, dict) and None in data.values():
             return {k: v for k, v in data.items() if v is not None}
         return data
+
+
+def build_all() -> None:
+    """Build the validator of every schema imported so far (the daemon's warm-up, so that the
+    commands it forks find them built)."""
+    pending: list[type[K8sModel]] = list(K8sModel.__subclasses__())
+    while pending:
+        schema = pending.pop()
+        pending.extend(schema.__subclasses__())
+        schema.model_rebuild()
 
 
 def one_of(*allowed: str) -> AfterValidator:
