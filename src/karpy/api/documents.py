@@ -7,14 +7,15 @@ strings: the schemas parse RFC3339 themselves). A missing or unreadable file is 
 file itself (index :data:`~karpy.api.problems.FILE`, no document), a path holding no object one
 warning, ``no objects found in PATH``. :mod:`karpy.api.load` validates the documents;
 :func:`iter_path` gives them as they are parsed, a stream of :data:`PARALLEL_DOCUMENTS` or more
-parsed by a forked child while the caller validates (:mod:`karpy.api.parallel`).
+parsed by a forked child while the caller validates (:mod:`karpy.api.parallel`). A
+:class:`Reading` starts those children at once, before the caller has imported what validates.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "Document",
     "Loader",
     "PureLoader",
+    "Reading",
     "iter_path",
     "iter_text",
     "load",
@@ -145,8 +147,9 @@ def _file_problem(file: str, message: str, severity: str = ERROR) -> tuple[str, 
     return (file, [(file, FILE, Problem(file, FILE, "", "", "", message, severity))])
 
 
-def _iter_file(file: Path, parallel: bool | None) -> tuple[str, Iterator[Document]]:
-    """The file's name and its documents, parsed as they are taken (:func:`iter_text`)."""
+def _iter_file(file: Path, parallel: bool | None, *, start: bool = False) -> tuple[str, Iterable[Document]]:
+    """The file's name and its documents, parsed as they are taken (:func:`iter_text`); ``start``:
+    a long stream's child is forked now (:class:`karpy.api.parallel.Started`)."""
     try:
         data = file.read_bytes()
     except OSError as exc:
@@ -158,6 +161,12 @@ def _iter_file(file: Path, parallel: bool | None) -> tuple[str, Iterator[Documen
         message = f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
         name, problem = _file_problem(str(file), message)
         return name, iter(problem)
+    if start:
+        chunks = _split_documents(text)
+        parse = functools.partial(_parse_serially, str(file), chunks)
+        if len(chunks) >= PARALLEL_DOCUMENTS and parallel_mod.available():
+            return (str(file), parallel_mod.Started(parse))
+        return (str(file), parse(0))
     return (str(file), iter_text(text, file=str(file), parallel=parallel))
 
 
@@ -172,10 +181,13 @@ def read_path(path: Path) -> list[tuple[str, list[Document]]]:
     return [(name, list(docs)) for name, docs in iter_path(path, parallel=False)]
 
 
-def iter_path(path: Path, *, parallel: bool | None = None) -> Iterator[tuple[str, Iterator[Document]]]:
+def iter_path(
+    path: Path, *, parallel: bool | None = None, start: bool = False
+) -> Iterator[tuple[str, Iterable[Document]]]:
     """:func:`read_path` as it goes: each file is read when reached, and its documents parsed as
     they are taken; a long stream is parsed beside the caller's work on the documents already
-    taken (``parallel``: :func:`iter_text`; a caller that takes them all at once gains nothing)."""
+    taken (``parallel``: :func:`iter_text`; a caller that takes them all at once gains nothing).
+    ``start``: a long stream's child is forked when its file is read (:class:`Reading`)."""
     if path.is_dir():
         files = sorted(p for p in path.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
     elif path.exists():
@@ -185,7 +197,35 @@ def iter_path(path: Path, *, parallel: bool | None = None) -> Iterator[tuple[str
         yield name, iter(problem)
         return
     for file in files:
-        yield _iter_file(file, parallel)
+        yield _iter_file(file, parallel, start=start)
+
+
+class Reading:
+    """The YAML files of ``paths`` read now, as :func:`iter_path` finds them, and each stream of
+    :data:`PARALLEL_DOCUMENTS` documents or more being parsed from now on by a forked child
+    (:class:`karpy.api.parallel.Started`): the caller imports what validates them meanwhile, then
+    hands this to :func:`karpy.api.load.load_paths`. Iterate once: per path, the path and its
+    files (name, documents). :meth:`close` (or the ``with`` block) ends and reaps a child whose
+    documents were not all taken, however the caller left. ``start=False``: each long stream's
+    child is forked when its first document is asked for (:func:`iter_path`)."""
+
+    def __init__(self, paths: Sequence[Path], *, start: bool = True) -> None:
+        self._paths = [(path, list(iter_path(path, start=start))) for path in paths]
+
+    def __iter__(self) -> Iterator[tuple[Path, list[tuple[str, Iterable[Document]]]]]:
+        return iter(self._paths)
+
+    def close(self) -> None:
+        for _, files in self._paths:
+            for _, docs in files:
+                if isinstance(docs, parallel_mod.Started):
+                    docs.close()
+
+    def __enter__(self) -> Reading:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def nothing_found(path: Path, *, files: int) -> Problem:

@@ -43,7 +43,7 @@ from karpy.api import (
 )
 from karpy.api import documents as documents_mod
 from karpy.api import fields as fields_mod
-from karpy.api.documents import Document, read_paths
+from karpy.api.documents import Document, Reading, read_paths
 from karpy.api.legacy import base as legacy_base
 from karpy.api.legacy import convert as legacy
 from karpy.api.problems import ERROR, FILE, WARNING, ObjectError, Problem
@@ -536,16 +536,20 @@ def load_objects(raws: Iterable[Mapping[str, Any]], *, file: str) -> Loaded:
 
 
 def load_paths(
-    paths: Sequence[Path], *, legacy_options: legacy_base.Options | None = None, strict: bool = False
+    paths: Sequence[Path] | Reading,
+    *,
+    legacy_options: legacy_base.Options | None = None,
+    strict: bool = False,
 ) -> Loaded:
-    """Load files and directories (``*.yaml``/``*.yml`` found recursively, in sorted order);
-    ``strict``: an unknown field is an error (the object is not loaded), else a warning."""
+    """Load files and folders (``*.yaml``/``*.yml`` found recursively, sorted) or a started :class:`Reading`
+    (its caller closes it); ``strict``: an unknown field is an error (the object is not loaded)."""
+    entries = paths if isinstance(paths, Reading) else Reading(paths, start=False)
     empty: list[Problem] = []
 
     def documents() -> Iterator[Document]:  # parsed as load_documents takes them
-        for path in paths:
+        for path, files_of_path in entries:
             files, found = 0, False
-            for _, docs in documents_mod.iter_path(path):
+            for _, docs in files_of_path:
                 files += 1
                 for doc in docs:
                     found = True

@@ -1,16 +1,22 @@
 """A long YAML stream parsed in a forked child while the caller uses what is already parsed.
 
 Reading 5,000 pod documents takes about as long as validating them, and both are Python on one
-core. :func:`parsed_in_a_child` forks (Linux): the child runs ``parse(0)`` and sends the
-documents down a pipe, pickled in batches of :data:`BATCH`, then an end mark; the parent yields
+core. :func:`parsed_in_a_child` forks (Linux): the child runs ``parse(0)`` and writes the
+documents, pickled in batches of :data:`BATCH`, to an anonymous in-memory file
+(``memfd_create``), announcing each batch's size on a pipe, then an end mark; the parent yields
 them as they arrive, so :func:`karpy.api.load.load_documents` validates one batch while the
-child parses the next. The documents are the ones ``parse(0)`` yields in the parent, in the same
-order (plain YAML values and Problems pickle whole, shared anchors included).
+child parses the next. The child never waits for the parent (a pipe would stop it at 64 KiB). The
+documents are the ones ``parse(0)`` yields in the parent, in the same order (plain YAML values
+and Problems pickle whole, shared anchors included).
 
 Whatever goes wrong on the child's side (it cannot fork, dies, sends something that does not
 unpickle) costs nothing but time: the parent parses from the first document it has not yielded
 (``parse(start)``), as it would have without a child. A caller that stops early, or an error
 in the caller, ends the child (SIGKILL); the child is always reaped.
+
+:class:`Started` forks at once rather than at the first document asked for, so the child parses
+while the caller still has other work to do first (``karpy plan`` imports its schemas and the
+scheduler meanwhile: :class:`karpy.api.documents.Reading`).
 """
 
 from __future__ import annotations
@@ -21,10 +27,11 @@ import pickle
 import signal
 import struct
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
-__all__ = ["BATCH", "available", "parsed_in_a_child"]
+__all__ = ["BATCH", "Started", "available", "parsed_in_a_child"]
 
 BATCH = 200  # documents per pickled message
 _HEADER = struct.Struct(">I")
@@ -40,54 +47,113 @@ def available() -> bool:
 
 def parsed_in_a_child(parse: Callable[[int], Documents]) -> Documents:
     """What ``parse(0)`` yields, parsed in a forked child (see the module docstring); ``parse(n)``
-    yields the documents of index ``n`` and after."""
-    read_end, write_end = os.pipe()
+    yields the documents of index ``n`` and after. The child is forked when the first document is
+    asked for."""
+    stream = Started(parse)
     try:
-        pid = os.fork()
-    except OSError:
-        os.close(read_end)
+        yield from stream
+    finally:
+        stream.close()
+
+
+class Started:
+    """What ``parse(0)`` yields, being parsed from now on by a child forked here: the caller can
+    do other work (import the schemas, say) before it iterates. Iterate once; :meth:`close` (or
+    the ``with`` block) ends a child that has not finished and reaps it, however the caller left."""
+
+    def __init__(self, parse: Callable[[int], Documents]) -> None:
+        self._parse = parse
+        self._pid = 0
+        self._finished = False
+        self._sizes: BinaryIO | None = None
+        self._data = -1
+        try:
+            data = _memory_file()
+        except OSError:
+            return  # (parsed here when iterated)
+        try:
+            read_end, write_end = os.pipe()
+        except OSError:
+            os.close(data)
+            return
+        try:
+            pid = os.fork()
+        except OSError:
+            for fd in (data, read_end, write_end):
+                os.close(fd)
+            return
+        if pid == 0:
+            _child(parse, read_end, write_end, data)
         os.close(write_end)
-        yield from parse(0)
-        return
-    if pid == 0:
-        _child(parse, read_end, write_end)
-    os.close(write_end)
-    resume, finished = 0, False
-    try:
-        with open(read_end, "rb") as pipe:
-            while True:
+        self._pid, self._data = pid, data
+        self._sizes = open(read_end, "rb")  # noqa: SIM115 (closed by close())
+
+    def __iter__(self) -> Documents:
+        resume, offset = 0, 0
+        try:
+            while self._sizes is not None:
                 try:
-                    batch = _receive(pipe)
+                    size = _size(self._sizes)
+                    if size == _END:
+                        self._finished = True
+                        break
+                    batch = _batch(_read_at(self._data, size, offset))
                 except (EOFError, OSError, pickle.UnpicklingError, ValueError, TypeError):
                     break  # the child died or broke the stream: parse the rest here
-                if batch is None:
-                    finished = True
-                    break
+                offset += size
                 for document in batch:
                     resume = document[1] + 1
                     yield document
-    finally:
-        _reap(pid, kill=not finished)
-    if not finished:
-        yield from parse(resume)
+        finally:
+            self.close()
+        if not self._finished:
+            yield from self._parse(resume)
+
+    def close(self) -> None:
+        """End the child (unless it sent the whole stream), reap it and free the stream; safe to
+        call again."""
+        if self._pid:
+            _reap(self._pid, kill=not self._finished)
+            self._pid = 0
+        if self._sizes is not None:
+            self._sizes.close()
+            self._sizes = None
+        if self._data >= 0:
+            os.close(self._data)
+            self._data = -1
+
+    def __enter__(self) -> Started:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-def _child(parse: Callable[[int], Documents], read_end: int, write_end: int) -> None:
-    """In the child: parse, send the batches and the end mark, and leave without cleaning up
-    anything of the parent's (``os._exit``)."""
+def _memory_file() -> int:
+    """A file descriptor of an anonymous file (in memory where the platform has ``memfd_create``)."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create("karpy-documents", os.MFD_CLOEXEC)
+    handle = tempfile.TemporaryFile()  # noqa: SIM115 (its descriptor is kept, duplicated)
+    with handle:
+        return os.dup(handle.fileno())
+
+
+def _child(parse: Callable[[int], Documents], read_end: int, write_end: int, data: int) -> None:
+    """In the child: parse, write the batches and announce each, then the end mark, and leave
+    without cleaning up anything of the parent's (``os._exit``)."""
     code = 1
     try:
         os.close(read_end)
-        with open(write_end, "wb") as out:
+        with open(write_end, "wb", buffering=0) as sizes:
             batch: list[tuple[str, int, object]] = []
             for document in parse(0):
                 batch.append(document)
                 if len(batch) >= BATCH:
-                    _send(out, batch)
+                    _send(sizes, data, batch)
                     batch = []
             if batch:
-                _send(out, batch)
-            out.write(_HEADER.pack(_END))
+                _send(sizes, data, batch)
+            sizes.write(_HEADER.pack(_END))
         code = 0
     except BaseException:  # (the parent parses the rest itself)
         pass
@@ -95,24 +161,38 @@ def _child(parse: Callable[[int], Documents], read_end: int, write_end: int) -> 
         os._exit(code)
 
 
-def _send(out: BinaryIO, batch: list[tuple[str, int, object]]) -> None:
-    data = pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
-    out.write(_HEADER.pack(len(data)))
-    out.write(data)
+def _send(sizes: BinaryIO, data: int, batch: list[tuple[str, int, object]]) -> None:
+    message = memoryview(pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL))
+    written = 0
+    while written < len(message):  # (appended: the child alone moves the file's offset)
+        written += os.write(data, message[written:])
+    sizes.write(_HEADER.pack(len(message)))
 
 
-def _receive(pipe: BinaryIO) -> list[tuple[str, int, object]] | None:
-    """The next batch, or None at the end mark; EOFError when the stream stops short."""
-    head = pipe.read(_HEADER.size)
+def _size(sizes: BinaryIO) -> int:
+    """The size of the next batch, or :data:`_END`; EOFError when the stream stops short."""
+    head = sizes.read(_HEADER.size)
     if len(head) < _HEADER.size:
         raise EOFError("the child's stream stopped")
     (size,) = _HEADER.unpack(head)
-    if size == _END:
-        return None
-    data = pipe.read(size)
-    if len(data) < size:
-        raise EOFError("the child's stream stopped in a batch")
-    batch = pickle.loads(data)
+    return int(size)
+
+
+def _read_at(data: int, size: int, offset: int) -> bytes:
+    """``size`` bytes of the stream from ``offset`` (``pread``: the shared offset is the child's)."""
+    parts: list[bytes] = []
+    while size > 0:
+        part = os.pread(data, size, offset)
+        if not part:
+            raise EOFError("the child's batch is short")
+        parts.append(part)
+        size -= len(part)
+        offset += len(part)
+    return b"".join(parts)
+
+
+def _batch(message: bytes) -> list[tuple[str, int, object]]:
+    batch = pickle.loads(message)
     if not isinstance(batch, list):
         raise TypeError("not a batch")
     return batch

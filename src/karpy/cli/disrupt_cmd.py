@@ -109,13 +109,17 @@ def disrupt(
     ),
 ) -> None:
     """Dry-run one disruption pass: what would be disrupted, and why each node is or is not."""
-    from karpy import planning
-    from karpy import settings as settings_mod
-    from karpy.api import load as api_load
-    from karpy.cli import inputs
+    from karpy.api import documents
 
     at = options.pass_time(now)
-    loaded = api_load.load_paths(files, strict=strict)
+    with documents.Reading(files) as reading:  # (long streams parsed while the imports run)
+        from karpy.api import load as api_load
+
+        loaded = api_load.load_paths(reading, strict=strict)
+    from karpy import planning
+    from karpy import settings as settings_mod
+    from karpy.cli import inputs
+
     inputs.echo(loaded)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)
     settings = settings_mod.Settings(features=gates)

@@ -4,7 +4,8 @@ in this process gives: the same documents and problems in the same order, whatev
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,75 @@ def test_load_paths_gives_the_same_loaded_with_and_without_the_child(
     assert forked.problems == here.problems and len(here.problems) >= 15  # the syntax errors
     assert forked.warnings == here.warnings and forked.skipped == here.skipped
     assert [p.name for p in forked.node_pools] == ["p"]
+
+
+def _wait_until(done: Callable[[], bool], seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if done():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_started_child_sends_the_whole_stream_before_the_caller_reads() -> None:
+    # far more than a pipe holds: the child finishes (a zombie, not reaped) while nothing is read
+    texts = [f"document {i} " + "x" * 2000 for i in range(1500)]
+    parse = _parse_from(texts, os.getpid(), None)
+    before = _children()
+    with parallel.Started(parse) as started:  # type: ignore[arg-type]
+        (child,) = _children() - before
+        assert _wait_until(lambda: child not in children(os.getpid())), "the child never finished"
+        assert child in _children()  # ended, not yet reaped
+        assert list(started) == [("f", i, t) for i, t in enumerate(texts)]
+    assert _children() - before == set()
+
+
+def test_a_started_child_that_is_never_read_is_ended_and_reaped() -> None:
+    before = _children()
+
+    def slow(start: int) -> Iterator[tuple[str, int, object]]:
+        yield ("f", start, "first")
+        time.sleep(60)  # (a child still parsing when the caller gives up)
+        yield ("f", start + 1, "second")
+
+    started = parallel.Started(slow)
+    assert _children() - before  # forked at once, before anything is asked for
+    started.close()
+    started.close()  # (again: nothing left to do)
+    assert _children() - before == set()
+
+
+def _folder(tmp_path: Path) -> Path:
+    (tmp_path / "pods.yaml").write_text(_stream(1500))
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "few.yaml").write_text(_stream(3))
+    (tmp_path / "empty").mkdir()
+    return tmp_path
+
+
+def test_a_started_reading_loads_as_the_paths_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _folder(tmp_path)
+    paths = [folder, folder / "empty", folder / "missing.yaml"]
+    monkeypatch.setattr(documents, "PARALLEL_DOCUMENTS", 10**9)
+    here = api_load.load_paths(paths)
+    monkeypatch.setattr(documents, "PARALLEL_DOCUMENTS", 1000)
+    before = _children()
+    with documents.Reading(paths) as reading:
+        assert len(_children() - before) == 1  # the long stream's child, started with the reading
+        read = api_load.load_paths(reading)
+    assert _children() - before == set()
+    assert len(read.pods) == len(here.pods) > 1000
+    assert read.pods == here.pods
+    assert read.problems == here.problems and any("missing.yaml" in p.file for p in read.problems)
+    assert read.warnings == here.warnings
+    assert read.skipped == here.skipped and any("no objects found" in p.message for p in read.skipped)
+
+
+def test_a_reading_left_unread_ends_its_children(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(documents, "PARALLEL_DOCUMENTS", 1000)
+    before = _children()
+    with pytest.raises(RuntimeError), documents.Reading([_folder(tmp_path)]):
+        assert _children() - before
+        raise RuntimeError("the caller fails before it reads")
+    assert _children() - before == set()
