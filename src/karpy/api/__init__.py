@@ -10,7 +10,7 @@ names (:mod:`~karpy.api.names`) and unknown fields (:mod:`~karpy.api.fields`) as
 Used by the CLI, the conformance runner and the watch codec.
 
 The names below are loaded when first used, so that importing a light module of this package
-(:mod:`~karpy.api.documents`, to start reading files) does not build every schema first.
+(:mod:`~karpy.api.documents`, to start reading files) imports no schema.
 """
 
 from __future__ import annotations
@@ -35,27 +35,6 @@ if TYPE_CHECKING:
         parse_object,
     )
 
-_FROM = {
-    **dict.fromkeys(("Namespace", "Workload", "expand", "pod_requests"), "karpy.api.convert"),
-    **dict.fromkeys(
-        (
-            "Loaded",
-            "ObjectError",
-            "Problem",
-            "convert_daemonset",
-            "convert_node",
-            "convert_node_claim",
-            "convert_node_pool",
-            "convert_pdb",
-            "convert_pod",
-            "load_paths",
-            "load_text",
-            "parse_object",
-        ),
-        "karpy.api.load",
-    ),
-}
-
 __all__ = [
     "Loaded",
     "Namespace",
@@ -74,6 +53,10 @@ __all__ = [
     "parse_object",
     "pod_requests",
 ]
+
+
+_CONVERT = frozenset({"Namespace", "Workload", "expand", "pod_requests"})
+_FROM = {name: "karpy.api.convert" if name in _CONVERT else "karpy.api.load" for name in __all__}
 
 
 def __getattr__(name: str) -> Any:

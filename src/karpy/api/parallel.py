@@ -15,8 +15,8 @@ unpickle) costs nothing but time: the parent parses from the first document it h
 in the caller, ends the child (SIGKILL); the child is always reaped.
 
 :class:`Started` forks at once rather than at the first document asked for, so the child parses
-while the caller still has other work to do first (``karpy plan`` imports its schemas and the
-scheduler meanwhile: :class:`karpy.api.documents.Reading`).
+while the caller still has other work to do first (``karpy plan`` imports its schemas
+meanwhile: :class:`karpy.api.documents.Reading`).
 """
 
 from __future__ import annotations
