@@ -183,6 +183,7 @@ def figures(
     """The recorded run's figures, shaped as a simulated run's (see the module docstring); the
     ``figures`` the recording wrote win over those computed from its nodes."""
     nodes = recorded.nodes
+    priced = [(_price(n, price), n) for n in nodes]  # (looked up once, not at every sample)
     computed = node_figures(nodes, start=start, end=end)
     given = {**computed, **recorded.figures}
     by_capacity: dict[str, float] = {}
@@ -190,7 +191,7 @@ def figures(
         hours = _span(n.launched, n.deleted, begin=start, end=end) / 3600.0
         by_capacity[n.capacity_type] = by_capacity.get(n.capacity_type, 0.0) + hours
     return {
-        "cost_usd": round(_cost(nodes, start=start, until=end, price=price), _DIGITS),
+        "cost_usd": round(_cost(priced, start=start, until=end), _DIGITS),
         "pending_seconds": given.get("pending_seconds"),
         "pods_created": given.get("pods_created"),
         "nodes_created": given["nodes_launched"],
@@ -198,30 +199,29 @@ def figures(
         "peak_nodes": given["peak_nodes"],
         "node_hours": given["node_hours"],
         "node_hours_by_capacity_type": {k: round(v, 4) for k, v in sorted(by_capacity.items())},
-        "series": _series(nodes, start=start, end=end, price=price, every=every),
+        "series": _series(priced, start=start, end=end, every=every),
     }
 
 
-def _cost(nodes: Sequence[RecordedNode], *, start: float, until: float, price: Price) -> float:
-    return (
-        sum(_price(n, price) * _span(n.launched, n.deleted, begin=start, end=until) for n in nodes) / 3600.0
-    )
+def _cost(priced: Sequence[tuple[float, RecordedNode]], *, start: float, until: float) -> float:
+    """USD of ``priced`` ((USD/h, node) pairs) over ``[start, until]``."""
+    return sum(p * _span(n.launched, n.deleted, begin=start, end=until) for p, n in priced) / 3600.0
 
 
 def _series(
-    nodes: Sequence[RecordedNode], *, start: float, end: float, price: Price, every: float
+    priced: Sequence[tuple[float, RecordedNode]], *, start: float, end: float, every: float
 ) -> dict[str, list[Any]]:
     """Every ``every`` seconds and at the end: Node objects and the cost accumulated (as a
     simulated run samples them)."""
     times = [start + k * every for k in range(int((end - start) // every) + 1)]
     if times[-1] < end:
         times.append(end)
-    registered = sorted(n.registered for n in nodes if n.registered is not None)
-    deleted = sorted(n.deleted for n in nodes if n.registered is not None and n.deleted is not None)
+    registered = sorted(n.registered for _, n in priced if n.registered is not None)
+    deleted = sorted(n.deleted for _, n in priced if n.registered is not None and n.deleted is not None)
     series: dict[str, list[Any]] = {"t": [], "nodes": [], "cost": []}
     for t in times:
         up = bisect.bisect_right(registered, t) - bisect.bisect_right(deleted, t)
         series["t"].append(round(t - start, 3))
         series["nodes"].append(up)
-        series["cost"].append(round(_cost(nodes, start=start, until=t, price=price), 4))
+        series["cost"].append(round(_cost(priced, start=start, until=t), 4))
     return series
