@@ -130,12 +130,18 @@ def iter_text(text: str, *, file: str, parallel: bool | None = None) -> Iterator
     :data:`PARALLEL_DOCUMENTS` documents is parsed by a forked child (Linux) while the caller uses
     the documents already parsed (:mod:`karpy.api.parallel`); ``parallel`` False never forks,
     True forks whatever the size."""
+    return iter(_documents(text, file, parallel))
+
+
+def _documents(text: str, file: str, parallel: bool | None, *, start: bool = False) -> Iterable[Document]:
+    """:func:`iter_text`'s documents; ``start``: a long stream's child is forked now
+    (:class:`karpy.api.parallel.Started`) rather than when the first document is asked for."""
     chunks = _split_documents(text)
+    parse = functools.partial(_parse_serially, file, chunks)
     wanted = len(chunks) >= PARALLEL_DOCUMENTS if parallel is None else parallel
-    if wanted and parallel_mod.available():
-        yield from parallel_mod.parsed_in_a_child(functools.partial(_parse_serially, file, chunks))
-    else:
-        yield from _parse_serially(file, chunks)
+    if not (wanted and parallel_mod.available()):
+        return parse(0)
+    return parallel_mod.Started(parse) if start else parallel_mod.parsed_in_a_child(parse)
 
 
 def read_text(text: str, *, file: str) -> list[Document]:
@@ -161,13 +167,7 @@ def _iter_file(file: Path, parallel: bool | None, *, start: bool = False) -> tup
         message = f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
         name, problem = _file_problem(str(file), message)
         return name, iter(problem)
-    if start:
-        chunks = _split_documents(text)
-        parse = functools.partial(_parse_serially, str(file), chunks)
-        if len(chunks) >= PARALLEL_DOCUMENTS and parallel_mod.available():
-            return (str(file), parallel_mod.Started(parse))
-        return (str(file), parse(0))
-    return (str(file), iter_text(text, file=str(file), parallel=parallel))
+    return (str(file), _documents(text, str(file), parallel, start=start))
 
 
 def read_paths(paths: Sequence[Path]) -> list[tuple[str, list[Document]]]:

@@ -27,7 +27,6 @@ import pickle
 import signal
 import struct
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
@@ -41,19 +40,16 @@ Documents = Iterator[tuple[str, int, object]]  # (file, document index, document
 
 
 def available() -> bool:
-    """Whether this platform forks cheaply (Linux; elsewhere streams are parsed in-process)."""
-    return sys.platform.startswith("linux") and hasattr(os, "fork")
+    """Whether this platform forks cheaply and has anonymous in-memory files (Linux; elsewhere
+    streams are parsed in-process)."""
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(os, "memfd_create")
 
 
 def parsed_in_a_child(parse: Callable[[int], Documents]) -> Documents:
     """What ``parse(0)`` yields, parsed in a forked child (see the module docstring); ``parse(n)``
     yields the documents of index ``n`` and after. The child is forked when the first document is
     asked for."""
-    stream = Started(parse)
-    try:
-        yield from stream
-    finally:
-        stream.close()
+    yield from Started(parse)  # (its iteration ends and reaps the child however the caller left)
 
 
 class Started:
@@ -67,21 +63,16 @@ class Started:
         self._finished = False
         self._sizes: BinaryIO | None = None
         self._data = -1
+        made: list[int] = []
         try:
-            data = _memory_file()
-        except OSError:
-            return  # (parsed here when iterated)
-        try:
-            read_end, write_end = os.pipe()
-        except OSError:
-            os.close(data)
-            return
-        try:
+            made.append(os.memfd_create("karpy-documents", os.MFD_CLOEXEC))
+            made.extend(os.pipe())
             pid = os.fork()
         except OSError:
-            for fd in (data, read_end, write_end):
+            for fd in made:
                 os.close(fd)
-            return
+            return  # (parsed here when iterated)
+        data, read_end, write_end = made
         if pid == 0:
             _child(parse, read_end, write_end, data)
         os.close(write_end)
@@ -127,15 +118,6 @@ class Started:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _memory_file() -> int:
-    """A file descriptor of an anonymous file (in memory where the platform has ``memfd_create``)."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("karpy-documents", os.MFD_CLOEXEC)
-    handle = tempfile.TemporaryFile()  # noqa: SIM115 (its descriptor is kept, duplicated)
-    with handle:
-        return os.dup(handle.fileno())
 
 
 def _child(parse: Callable[[int], Documents], read_end: int, write_end: int, data: int) -> None:

@@ -109,16 +109,12 @@ def disrupt(
     ),
 ) -> None:
     """Dry-run one disruption pass: what would be disrupted, and why each node is or is not."""
-    from karpy.api import documents
+    from karpy.cli import inputs
 
     at = options.pass_time(now)
-    with documents.Reading(files) as reading:  # (long streams parsed while the imports run)
-        from karpy.api import load as api_load
-
-        loaded = api_load.load_paths(reading, strict=strict)
+    loaded = inputs.read_files(files, strict=strict)
     from karpy import planning
     from karpy import settings as settings_mod
-    from karpy.cli import inputs
 
     inputs.echo(loaded)
     gates = settings_mod.FeatureGates(spot_to_spot_consolidation=spot_to_spot)

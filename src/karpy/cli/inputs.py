@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from karpy.adapters.kube.snapshot import Snapshot
     from karpy.api import load as api_load
 
-__all__ = ["EVENTS_SHOWN", "echo", "echo_skipped_pools", "events", "live", "read"]
+__all__ = ["EVENTS_SHOWN", "echo", "echo_skipped_pools", "events", "live", "read", "read_files"]
 
 EVENTS_SHOWN = 10  # the newest Events shown about an object
 
@@ -37,15 +37,15 @@ def read(
     """(the objects, where they were read: the paths or the API server), warnings on stderr.
     Files are checked as kubectl would (names, unknown fields: ``strict`` makes those errors);
     a live cluster's objects are not (its API server checked them)."""
-    from karpy.api import load as api_load
-
     if bool(files) == (kubeconfig is not None):
         typer.echo("error: give -f FILE|DIR or --kubeconfig PATH (one of them)", err=True)
         raise typer.Exit(2)
     if files:
-        loaded = api_load.load_paths(files, strict=strict)
+        loaded = read_files(files, strict=strict)
         where = ", ".join(str(f) for f in files)
     else:
+        from karpy.api import load as api_load
+
         snap = live(kubeconfig, context, timeout)
         where = snap.server or str(kubeconfig)
         loaded = api_load.Loaded()
@@ -53,6 +53,17 @@ def read(
             loaded.extend(api_load.load_objects(items, file=where))
     echo(loaded)
     return loaded, where
+
+
+def read_files(files: list[Path], *, strict: bool = False) -> api_load.Loaded:
+    """``load_paths`` of ``files``, a long stream's parse forked before the schemas are imported
+    (:class:`karpy.api.documents.Reading`): the child parses while this process imports them."""
+    from karpy.api import documents
+
+    with documents.Reading(files) as reading:
+        from karpy.api import load as api_load
+
+        return api_load.load_paths(reading, strict=strict)
 
 
 def echo(loaded: api_load.Loaded) -> None:

@@ -313,18 +313,12 @@ def _run(
     assume_node_classes: bool = False,
 ) -> tuple[planning.Plan, api_load.Loaded]:
     """Read FILES and solve: the plan and what was loaded (exit 2 on bad input)."""
-    from karpy.api import documents
+    from karpy.cli import inputs
 
-    # a long pod stream is parsed by a forked child from here on, while this process imports the
-    # schemas (about 0.15 s) and then validates what the child has parsed
-    with documents.Reading(files) as reading:
-        from karpy.api import load as api_load
-
-        loaded = api_load.load_paths(reading, strict=strict)
+    loaded = inputs.read_files(files, strict=strict)  # (parsing while the schemas are imported)
     from karpy import planning
     from karpy import settings as settings_mod
     from karpy.catalog import prices as prices_mod
-    from karpy.cli import inputs
 
     inputs.echo(loaded)
     step(f"solving for {len(loaded.pods)} pods")

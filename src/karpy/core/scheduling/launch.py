@@ -138,7 +138,7 @@ class Launcher:
         options = claim.instance_types
         key = (id(options), claim.requirements)
         hit = self._chosen.get(key)
-        if hit is not None and hit[0] is options:
+        if hit is not None:
             return hit[1]
         rank = self.rank
         ordered = sorted(
