@@ -1,10 +1,12 @@
 """What packing a NodeClaim remembers across solves gives exactly the fresh answers.
 
 The solves of a disruption pass share each NodePool's ``TypeIndex`` (cache.py). ``narrow``
-remembers its answers by (options, requirements, requests) compared by value, and
-``zone_requirement`` by (options, capacity type); both are checked against a fresh index and the
-reference per-type filter on equal inputs built anew, also with a memo bound small enough to be
-hit. A claim reuses the sum of requests of its last ``can_add`` only for that pod's requests.
+remembers the bitset of each (key, requirement) by value and by the requirement object's id, each
+(zone, capacity type)'s offered types, and the options array of each bitset; ``zone_requirement``
+remembers by (options, capacity type). All are checked against a fresh index and the reference
+per-type filter on equal inputs built anew (and on the same objects again), also with a memo
+bound small enough to be hit. A claim reuses the sum of requests of its last ``can_add`` only for
+that pod's requests, and the bitset of its last narrowing only with those options.
 """
 
 from __future__ import annotations
@@ -124,19 +126,21 @@ def _overheads(index: TypeIndex, options: Options) -> list[int]:
 def test_index_memos_equal_fresh_answers(catalog: Catalog, pool: list[Query], picks: list[int]) -> None:
     types, daemon = catalog
     n = len(types)
-    for bound in (2, 16384):  # 2: the narrow memo is cleared again and again
-        saved = typeindex._NARROW_MAX
-        typeindex._NARROW_MAX = bound
+    for bound in (2, 4096):  # 2: the memos are cleared again and again
+        saved = typeindex._MEMO_MAX
+        typeindex._MEMO_MAX = bound
         try:
             shared = TypeIndex(types, daemon)
             for pick in [*range(len(pool)), *picks]:
                 query = pool[pick % len(pool)]
                 options, reqs, requests = build(query, n)
                 got = shared.narrow(options, reqs, requests)
+                again = shared.narrow(options, reqs, requests)  # the same objects: by id
                 fresh = TypeIndex(types, daemon)
-                expected = fresh._narrow(options, reqs, requests)
+                expected = fresh.options_of(fresh.narrow_bits(fresh.bits_of(options), reqs, requests))
                 reference = nodeclaim._reference_narrow(fresh, options, reqs, requests, daemon)
-                assert got.tolist() == expected.tolist() == reference.tolist()
+                assert got.tolist() == again.tolist() == expected.tolist() == reference.tolist()
+                assert fresh.options_of(fresh.bits_of(options)).tolist() == options.tolist()
                 if len(got) == len(options):
                     assert got is options  # all kept: the caller keeps what it derived from it
                 else:
@@ -150,7 +154,7 @@ def test_index_memos_equal_fresh_answers(catalog: Catalog, pool: list[Query], pi
                 assert shared.capacity_types_of(options, reqs) == _capacity_types(types, options, reqs)
                 assert [id(o) for o in shared.overheads(options)] == _overheads(fresh, options)
         finally:
-            typeindex._NARROW_MAX = saved
+            typeindex._MEMO_MAX = saved
 
 
 def test_narrow_memo_tells_requests_and_requirements_apart() -> None:
@@ -202,6 +206,38 @@ def test_claim_reuses_the_sum_of_its_last_check_only_for_that_pod() -> None:
     assert claim.requests == d_big.requests
     claim.add(small, d_small, *claim.can_add(small, d_small))
     assert claim.requests == d_big.requests + d_small.requests
+
+
+def test_claim_bits_follow_its_options() -> None:
+    types = [
+        b.instance_type(name, cpu=cpu, memory="16Gi") for name, cpu in (("s", "2"), ("m", "4"), ("l", "8"))
+    ]
+    snap = b.snapshot(pools=[b.node_pool()], types=types)
+    small, big = b.pod("small", cpu="1500m"), b.pod("big", cpu="3")
+    solver = scheduler.Solver(snap, [small, big])
+    template = solver.templates[0]
+    index = template.index
+    assert index is not None
+    claim = ClaimInProgress.open(template, "h", index.all, solver.topology, solver.well_known)
+    assert claim.bits == index.all_bits
+    reqs, options = claim.can_add(small, solver.pod_data(small))
+    claim.add(small, solver.pod_data(small), reqs, options)
+    assert [index.types[i].name for i in claim.options.tolist()] == ["s", "m", "l"]
+    reqs, options = claim.can_add(big, solver.pod_data(big))  # 4.5 CPUs: only l
+    claim.add(big, solver.pod_data(big), reqs, options)
+    assert claim.options.tolist() == [2] and claim.bits == 0b100
+    # options not from the last narrowing: the bits are worked out from them
+    other = np.array([1, 2], dtype=np.intp)
+    claim.add(small, solver.pod_data(small), claim.requirements, other)
+    assert claim.bits == 0b110
+    with_none = ClaimInProgress.open(template, "g", index.all, solver.topology, solver.well_known)
+    too_big = b.pod("too-big", cpu="9")
+    try:
+        with_none.can_add(too_big, solver.pod_data(too_big))
+    except Unfit as exc:
+        assert exc.monotone and exc.resources  # no option fits it at all
+    else:
+        raise AssertionError("a 9-CPU pod fits no type")
 
 
 def test_unfit_defaults() -> None:

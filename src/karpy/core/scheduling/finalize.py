@@ -54,7 +54,7 @@ class Finalizer:
         """Price-ordered, truncated options with their names, capacity types and smallest
         DaemonSet overhead; shared by claims with the same options, zones and capacity types."""
         index = claim.index
-        memo = (id(index), claim.options.tobytes(), reqs.get(labels.ZONE), reqs.get(labels.CAPACITY_TYPE))
+        memo = (id(index), claim.bits, reqs.get(labels.ZONE), reqs.get(labels.CAPACITY_TYPE))
         cached = self.finals.get(memo)
         if cached is None:
             cached = self._final(index, index.order_by_price(claim.options, reqs), reqs)

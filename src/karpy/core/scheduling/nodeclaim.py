@@ -218,7 +218,8 @@ def _reference_narrow(
 
 @dataclass(slots=True, eq=False)
 class ClaimInProgress:
-    """A NodeClaim being packed; ``options`` index ``template.index.types`` (catalog order kept)."""
+    """A NodeClaim being packed; ``options`` index ``template.index.types`` (catalog order kept),
+    ``bits`` is the same set as a bitset (:class:`TypeIndex`)."""
 
     template: Template
     hostname: str
@@ -235,6 +236,9 @@ class ClaimInProgress:
     # (claim requests, pod requests, their sum) of the last ``can_add``: ``add`` follows it
     _sum: tuple[Resources, Resources, Resources] | None = None
     attached: dict[str, frozenset[str]] = field(default_factory=dict)  # claims per CSI driver (its pods')
+    bits: int = 0
+    # (options, bits) of the last ``can_add``'s narrowing: ``add`` takes the bits with the options
+    _narrowed: tuple[Options, int] | None = None
 
     @classmethod
     def open(
@@ -246,7 +250,9 @@ class ClaimInProgress:
         well_known: frozenset[str],
     ) -> ClaimInProgress:
         reqs = template.requirements.add(Requirement.in_(labels.HOSTNAME, hostname))
-        return cls(template, hostname, reqs, options, topology, well_known)
+        claim = cls(template, hostname, reqs, options, topology, well_known)
+        claim.bits = claim.index.bits_of(options)
+        return claim
 
     @property
     def index(self) -> TypeIndex:
@@ -317,7 +323,7 @@ class ClaimInProgress:
             raise Unfit(
                 lambda: _why_none(current, reqs, requests=requests, daemon=daemon, pod_ports=pod.host_ports),
                 # no option fits the requests at all: more pods and fewer options will not fit either
-                monotone=index.usable and not index.fits_mask(self.options, requests).any(),
+                monotone=index.usable and not index.fits_bits(requests) & self.bits,
                 resources=True,
             )
         if found is not None and found.attach:
@@ -375,9 +381,12 @@ class ClaimInProgress:
 
     def _narrow(self, reqs: Requirements, requests: Resources, pod_ports: Sequence[HostPort]) -> Options:
         index = self.index
+        self._narrowed = None
         if not index.usable or self.template.exact_filter:
             return _reference_narrow(index, self.options, reqs, requests, self.template.daemon)
-        options = index.narrow(self.options, reqs, requests)
+        bits = index.narrow_bits(self.bits, reqs, requests)
+        options = self.options if bits == self.bits else index.options_of(bits)
+        self._narrowed = (options, bits)
         if pod_ports and index.has_ports and len(options):
             daemon = self.template.daemon
             blocked = [
@@ -391,9 +400,16 @@ class ClaimInProgress:
     def add(self, pod: Pod, data: PodData, reqs: Requirements, options: Options) -> None:
         self.pods.append(pod)
         if options is not self.options:
+            narrowed = self._narrowed
+            self.bits = (
+                narrowed[1]
+                if narrowed is not None and narrowed[0] is options
+                else self.index.bits_of(options)
+            )
             self.options = options
             self._types = None
             self._zones = None
+        self._narrowed = None
         last = self._sum
         if last is not None and last[0] is self.requests and last[1] is data.requests:
             self.requests = last[2]

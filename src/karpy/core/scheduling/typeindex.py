@@ -1,20 +1,24 @@
-"""Instance types of one NodePool template as numpy arrays, for fast filtering and price order.
+"""Instance types of one NodePool template as arrays and bitsets, for fast filtering and price order.
 
 :class:`TypeIndex` holds, per type of the template (in the template's order): allocatable and
 DaemonSet overhead per resource, each type's requirement per label key, and every offering
 flattened (type, zone, capacity type, price, available). A claim's options are an array of
-indices into it. ``narrow`` gives exactly what :func:`~karpy.core.scheduling.nodeclaim.
-filter_instance_types` keeps (same types, same order): a type is kept when the summed requests
-plus its overhead fit, its requirements overlap the claim's key by key (an AND of per-(key,
-requirement) masks, memoized), and it has an available offering the claim's zone and capacity
-type allow (memoized per pair); whole answers are memoized by value, as the index is shared
-by the solves of a disruption pass (cache.py). ``cheapest`` and ``order_by_price`` give the
-cheapest compatible offering price per type and upstream's price order (price, then name).
-Pure: no I/O.
+indices into it, in ascending order, and the same set as a bitset (a Python int, bit ``i`` for
+type ``i``). ``narrow_bits`` gives exactly what :func:`~karpy.core.scheduling.nodeclaim.
+filter_instance_types` keeps: a type is kept when the summed requests plus its overhead fit, its
+requirements overlap the claim's key by key, and it has an available offering the claim's zone
+and capacity type allow. Each test is a bitset, so narrowing a claim is a few integer ANDs, not
+a dozen numpy calls: per resource the types are sorted by room (allocatable less overhead), and
+"room >= request" is a suffix of that order (one bisect, one precomputed bitset); per (key,
+requirement) and per (zone, capacity type) the bitsets are memoized (the index is shared by the
+solves of a disruption pass, cache.py). ``options_of`` turns a bitset back into the index array
+(memoized). ``cheapest`` and ``order_by_price`` give the cheapest compatible offering price per
+type and upstream's price order (price, then name). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -34,7 +38,6 @@ Options = npt.NDArray[np.intp]
 Mask = npt.NDArray[np.bool_]
 _LIMIT = 1 << 62
 _MEMO_MAX = 4096
-_NARROW_MAX = 16384
 
 
 def _req_mask(per_type: Sequence[Requirement | None], req: Requirement) -> Mask:
@@ -106,8 +109,26 @@ class TypeIndex:
             for key, req in it.requirements.items():
                 keys.setdefault(key, [None] * n)[i] = req
         self.by_key = keys
-        self._req_masks: dict[tuple[str, Requirement], Mask] = {}
-        self._narrowed: dict[tuple[bytes, Requirements, Resources], Options] = {}
+        self.all_bits = (1 << n) - 1
+        self._bytes = (n + 7) // 8
+        # per resource column: the rooms in ascending order, and per position the bitset of the
+        # types from there on (room >= the room there); position n: none
+        self._rooms: list[list[int]] = []
+        self._from: list[list[int]] = []
+        for column in range(len(names) if self.usable else 0):
+            by_room: list[int] = np.argsort(self.room[:, column], kind="stable").tolist()
+            suffix = [0] * (n + 1)
+            for position in range(n - 1, -1, -1):
+                suffix[position] = suffix[position + 1] | 1 << by_room[position]
+            self._rooms.append(self.room[by_room, column].tolist())
+            self._from.append(suffix)
+        self._fits_nothing = self.bits_of_mask(self.fits_nothing) if self.usable else 0
+        # (key, requirement) -> types it allows; also by the requirement's id (the object pinned
+        # beside its bitset): claims and pods share requirement objects, and an id is cheaper to
+        # look up than a requirement's value
+        self._req_bits: dict[tuple[str, Requirement], int] = {}
+        self._req_ids: dict[int, tuple[Requirement, int]] = {}
+        self._arrays: dict[int, Options] = {}
         self._within: dict[tuple[tuple[str, int], ...], Options] = {}
         off_type: list[int] = []
         off_zone: list[str] = []
@@ -129,6 +150,7 @@ class TypeIndex:
         self.off_ct = np.array([ct_code[c] for c in off_ct], dtype=np.intp)
         self.off_price = np.array(off_price, dtype=np.float64)
         self._offered: dict[tuple[Requirement | None, Requirement | None], tuple[Mask, Mask]] = {}
+        self._offered_bits: dict[tuple[Requirement | None, Requirement | None], int] = {}
         self._zone_bits: dict[Requirement | None, npt.NDArray[Any]] = {}
         self._zone_reqs: dict[tuple[bytes, Requirement | None], Requirement] = {}
         self._prices: dict[tuple[Requirement | None, Requirement | None], npt.NDArray[np.float64]] = {}
@@ -136,22 +158,84 @@ class TypeIndex:
         self.name_rank = np.empty(n, dtype=np.intp)
         self.name_rank[rank] = np.arange(n, dtype=np.intp)
 
-    # -- masks over all types ------------------------------------------------------------------
-    def requirement_mask(self, reqs: Requirements) -> Mask | None:
-        """Types whose requirements overlap ``reqs`` (None: every type)."""
-        out: Mask | None = None
+    # -- bitsets over all types -----------------------------------------------------------------
+    def bits_of_mask(self, mask: Mask) -> int:
+        """The bitset of a per-type mask (bit ``i``: ``mask[i]``)."""
+        return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+
+    def bits_of(self, options: Options) -> int:
+        """The bitset of an options array."""
+        if options is self.all:
+            return self.all_bits
+        mask = np.zeros(self.n, dtype=np.bool_)
+        mask[options] = True
+        return self.bits_of_mask(mask)
+
+    def options_of(self, bits: int) -> Options:
+        """The options array of a bitset (ascending; memoized, read-only)."""
+        if bits == self.all_bits:
+            return self.all
+        found = self._arrays.get(bits)
+        if found is None:
+            raw = np.frombuffer(bits.to_bytes(self._bytes, "little"), dtype=np.uint8)
+            found = np.flatnonzero(np.unpackbits(raw, count=self.n, bitorder="little")).astype(np.intp)
+            found.flags.writeable = False
+            if len(self._arrays) >= _MEMO_MAX:  # shared between solves (cache.py): bounded
+                self._arrays.clear()
+            self._arrays[bits] = found
+        return found
+
+    def requirement_bits(self, reqs: Requirements) -> int:
+        """Types whose requirements overlap ``reqs``."""
+        out = self.all_bits
+        by_key, by_id = self.by_key, self._req_ids
         for key, req in reqs.items():
-            per_type = self.by_key.get(key)
+            pinned = by_id.get(id(req))
+            if pinned is not None and pinned[0] is req:
+                out &= pinned[1]
+                continue
+            per_type = by_key.get(key)
             if per_type is None:
                 continue
-            mask = self._req_masks.get((key, req))
-            if mask is None:
-                mask = _req_mask(per_type, req)
-                if len(self._req_masks) >= _MEMO_MAX:  # shared between solves (cache.py): bounded
-                    self._req_masks.clear()
-                self._req_masks[(key, req)] = mask
-            out = mask if out is None else out & mask
+            bits = self._req_bits.get((key, req))
+            if bits is None:
+                bits = self.bits_of_mask(_req_mask(per_type, req))
+                if len(self._req_bits) >= _MEMO_MAX:  # shared between solves (cache.py): bounded
+                    self._req_bits.clear()
+                self._req_bits[(key, req)] = bits
+            if len(by_id) >= _MEMO_MAX:
+                by_id.clear()
+            by_id[id(req)] = (req, bits)
+            out &= bits
         return out
+
+    def fits_bits(self, requests: Resources) -> int:
+        """Types where ``requests`` + their DaemonSet overhead fit their allocatable (as
+        :meth:`fits_mask`)."""
+        if not (self.usable and self.room_exact):
+            return self.bits_of_mask(self.fits_mask(self.all, requests))
+        out = self._fits_nothing
+        for name, value in requests.items():
+            column = self.columns.get(name)
+            if column is None:
+                if value > 0:
+                    return 0
+                continue
+            if abs(value) >= _LIMIT:
+                raise OverflowError(name)
+            if value < 0:
+                return self.bits_of_mask(self.fits_mask(self.all, requests))
+            if value > 0:
+                out &= self._from[column][bisect_left(self._rooms[column], value)]
+        return out
+
+    def offering_bits(self, reqs: Requirements) -> int:
+        """Types with an available offering in a zone and capacity type ``reqs`` allow."""
+        key = (reqs.get(labels.ZONE), reqs.get(labels.CAPACITY_TYPE))
+        bits = self._offered_bits.get(key)
+        if bits is None:
+            bits = self._offered_bits[key] = self.bits_of_mask(self._offering_masks(reqs)[1])
+        return bits
 
     def _offering_masks(self, reqs: Requirements) -> tuple[Mask, Mask]:
         """(per offering: compatible; per type: has a compatible available offering)."""
@@ -198,30 +282,16 @@ class TypeIndex:
         fits: Mask = ((need == 0) | (need <= self.alloc[options])).all(axis=1)
         return fits
 
+    def narrow_bits(self, bits: int, reqs: Requirements, requests: Resources) -> int:
+        """The options of ``bits`` kept by the instance-type filter (see the module docstring)."""
+        return bits & self.fits_bits(requests) & self.requirement_bits(reqs) & self.offering_bits(reqs)
+
     def narrow(self, options: Options, reqs: Requirements, requests: Resources) -> Options:
-        """The options kept by the instance-type filter, in order (see the module docstring).
-
-        Memoized (the solves of a disruption pass pack the same pods into claims with equal
-        requirements, and the index is shared between them); a memoized result is read-only.
-        When every option is kept, ``options`` itself is returned (callers keep what they
-        derived from it)."""
-        key = (options.tobytes(), reqs, requests)
-        kept = self._narrowed.get(key)
-        if kept is None:
-            kept = self._narrow(options, reqs, requests)
-            kept.flags.writeable = False
-            if len(self._narrowed) >= _NARROW_MAX:  # shared between solves (cache.py): bounded
-                self._narrowed.clear()
-            self._narrowed[key] = kept
-        return options if len(kept) == len(options) else kept
-
-    def _narrow(self, options: Options, reqs: Requirements, requests: Resources) -> Options:
-        keep = self.fits_mask(options, requests)
-        mask = self.requirement_mask(reqs)
-        if mask is not None:
-            keep &= mask[options]
-        keep &= self._offering_masks(reqs)[1][options]
-        return options[keep]
+        """:meth:`narrow_bits` of an options array; ``options`` itself when every option is kept
+        (callers keep what they derived from it), else a read-only array."""
+        bits = self.bits_of(options)
+        kept = self.narrow_bits(bits, reqs, requests)
+        return options if kept == bits else self.options_of(kept)
 
     def cheapest(self, reqs: Requirements) -> npt.NDArray[np.float64]:
         """Per type: the cheapest available offering price that ``reqs`` allow (inf: none)."""

@@ -2,9 +2,10 @@
 
 The rule (per instance type, every resource): ``need == 0 or need <= allocatable``, where ``need``
 is the pod's request plus the DaemonSet overhead on that type and a resource the type does not
-list has allocatable 0. The index answers it from a precomputed room per type and resource; the
-property test compares the two, allocatable below zero (a type's overhead above its capacity),
-zero requests and resources no type offers included.
+list has allocatable 0. The index answers it from a precomputed room per type and resource, as a
+mask (``fits_mask``) and as a bitset from the types sorted by room (``fits_bits``); the property
+test compares the three, allocatable below zero (a type's overhead above its capacity), equal
+rooms, zero requests and resources no type offers included.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def test_the_index_fit_is_the_rule(
     got = index.fits_mask(options, requests).tolist()
     want = [_fits(it, daemon[it.name].requests if it.name in daemon else None, requests) for it in types]
     assert got == want
+    bits = index.fits_bits(requests)
+    assert [bool(bits >> i & 1) for i in range(len(types))] == want
     if index.columns:  # the rule as written, over the index's own columns, agrees too
         vector = np.array([requests.get(name, 0) for name in index.columns], dtype=np.int64)
         if all(requests.get(k, 0) == 0 or k in index.columns for k in requests):
@@ -88,3 +91,6 @@ def test_a_type_whose_overhead_exceeds_its_capacity_takes_only_an_empty_request(
     assert index.fits_mask(index.all, Resources.parse({})).tolist() == [True, True]
     assert index.fits_mask(index.all, Resources.parse({"memory": "1Mi"})).tolist() == [True, True]
     assert index.fits_mask(index.all, Resources.parse({"cpu": "1m"})).tolist() == [False, True]
+    assert index.fits_bits(Resources.parse({})) == 0b11
+    assert index.fits_bits(Resources.parse({"memory": "1Mi"})) == 0b11
+    assert index.fits_bits(Resources.parse({"cpu": "1m"})) == 0b10
