@@ -62,16 +62,17 @@ def _root(
 
 
 _COMMAND = conventions.Command
-app.command("simulate", cls=_COMMAND)(simulate_cmd.simulate)
-app.command("sweep", cls=_COMMAND)(sweep_cmd.sweep)
-app.command("plan", cls=_COMMAND)(plan_cmd.plan)
-app.command("disrupt", cls=_COMMAND)(disrupt_cmd.disrupt)
-app.command("conformance", cls=_COMMAND)(conformance_cmd.conformance)
+_BATCH = conventions.BatchCommand  # runs once and exits (see conventions)
+app.command("simulate", cls=_BATCH)(simulate_cmd.simulate)
+app.command("sweep", cls=_BATCH)(sweep_cmd.sweep)
+app.command("plan", cls=_BATCH)(plan_cmd.plan)
+app.command("disrupt", cls=_BATCH)(disrupt_cmd.disrupt)
+app.command("conformance", cls=_BATCH)(conformance_cmd.conformance)
 app.command("operator", cls=_COMMAND)(operator_cmd.operator)
 app.command("snapshot", cls=_COMMAND)(snapshot_cmd.snapshot)
 app.command("record", cls=_COMMAND)(record_cmd.record)
-app.command("backtest", cls=_COMMAND)(backtest_cmd.backtest)
-app.command("convert", cls=_COMMAND)(convert_cmd.convert)
+app.command("backtest", cls=_BATCH)(backtest_cmd.backtest)
+app.command("convert", cls=_BATCH)(convert_cmd.convert)
 app.command("version", cls=_COMMAND)(version_cmd.version)
 app.add_typer(catalog_cmd.app, name="catalog", help="Instance-type catalogs.")
 app.add_typer(
@@ -82,8 +83,8 @@ explain = typer.Typer(
     no_args_is_help=True,
     cls=conventions.Group,
 )
-explain.command("pod", cls=_COMMAND)(explain_pod.pod)
-explain.command("node", cls=_COMMAND)(explain_node.node)
+explain.command("pod", cls=_BATCH)(explain_pod.pod)
+explain.command("node", cls=_BATCH)(explain_node.node)
 app.add_typer(explain, name="explain")
 
 

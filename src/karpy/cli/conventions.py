@@ -11,6 +11,12 @@ only typer (and the standard library).
   option sets none), a flag shows none, and an argument's usage reads ``SCENARIO`` or
   ``PATH...`` (not ``{scenario}``). A usage error (an unknown option, a value not among the
   choices, a missing ``-f``) is one ``error:`` line with exit 2, as every other bad input.
+- :class:`BatchCommand`: a command that reads its input, computes and exits (``plan``,
+  ``disrupt``, ``explain``, ``simulate``, ...) runs with the cyclic garbage collector's first
+  generation collected every :data:`BATCH_GC_THRESHOLD` allocations instead of 700 (as mypy
+  does for a build): the objects it loads live until it exits, and each full collection walked
+  them all (about 0.15 s of a 2 s ``karpy plan`` of 5,000 pods). Long-lived commands (the
+  operator, the daemon, record) keep the default.
 - :func:`check_file` and :func:`check_folder` reject an output path that cannot be written
   (a file where a folder must be, a folder where a file must be, no permission) in one
   ``error:`` line with exit 2, before the command does its work.
@@ -19,6 +25,7 @@ only typer (and the standard library).
 from __future__ import annotations
 
 import enum
+import gc
 import sys
 import tempfile
 from pathlib import Path
@@ -139,6 +146,23 @@ class _Conventions(_click.Command):
 class Command(_Conventions, TyperCommand):
     """A typer command whose help shows metavars, never Python types, and whose usage errors
     are one line."""
+
+
+BATCH_GC_THRESHOLD = 100_000  # allocations between first-generation collections (default 700)
+
+
+class BatchCommand(Command):
+    """A :class:`Command` that runs once and exits: the garbage collector's first generation is
+    collected every :data:`BATCH_GC_THRESHOLD` allocations while it runs (the previous
+    thresholds come back after, for a caller that goes on: a test, say)."""
+
+    def invoke(self, ctx: _click.Context) -> Any:
+        before = gc.get_threshold()
+        gc.set_threshold(max(BATCH_GC_THRESHOLD, before[0]), *before[1:])
+        try:
+            return super().invoke(ctx)
+        finally:
+            gc.set_threshold(*before)
 
 
 class Group(_Conventions, TyperGroup):

@@ -315,3 +315,38 @@ def test_print_json_is_indented_json_with_utf8_text(capsysbinary: pytest.Capture
     out = capsysbinary.readouterr().out
     assert out == '{\n  "z": 1,\n  "é": "générique-池"\n}\n'.encode()
     assert json.loads(out) == {"z": 1, "é": "générique-池"}
+
+
+BATCH = {("plan",), ("disrupt",), ("explain", "pod"), ("explain", "node"), ("simulate",), ("sweep",)}
+LONG_LIVED = {("operator",), ("record",), ("daemon", "start")}
+
+
+def test_one_shot_commands_collect_garbage_less_often_and_long_lived_ones_do_not() -> None:
+    for path in BATCH:
+        assert isinstance(_command(path), conventions.BatchCommand), path
+    for path in LONG_LIVED:
+        assert not isinstance(_command(path), conventions.BatchCommand), path
+
+
+def test_a_batch_command_runs_with_the_batch_threshold_and_restores_the_caller_s() -> None:
+    import gc
+
+    seen: list[tuple[int, int, int]] = []
+    probe = typer.Typer()
+
+    @probe.command(cls=conventions.BatchCommand)
+    def run(fail: bool = False) -> None:
+        seen.append(gc.get_threshold())
+        if fail:
+            raise typer.Exit(3)
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 11, 12)
+        assert runner.invoke(probe, []).exit_code == 0
+        assert seen[-1] == (conventions.BATCH_GC_THRESHOLD, 11, 12)
+        assert gc.get_threshold() == (700, 11, 12)
+        assert runner.invoke(probe, ["--fail"]).exit_code == 3  # restored however it ends
+        assert gc.get_threshold() == (700, 11, 12)
+    finally:
+        gc.set_threshold(*before)
