@@ -78,14 +78,15 @@ def _claim(prefix: str) -> dict[str, Any]:
 
 
 def _rounds(prefix: str, claim_name: str = "") -> list[list[KubeOp]]:
-    """Two rounds of independent calls (one object each): creates, then reads, patches, deletes."""
+    """Two rounds of independent calls: creates, then reads, patches, deletes. A batch runs its
+    calls concurrently, so no two calls of a round may depend on each other's order: the create
+    that meets AlreadyExists is in the second round, after the first created the name."""
     p = prefix
     first = [
         KubeOp("create", "Node", body=_node(f"{p}-a", role="a")),
         KubeOp("create", "Node", body=_node(f"{p}-b")),
         KubeOp("create", "Node", body=_node(f"{p}-c")),
         KubeOp("create", "NodeClaim", body=_claim(p)),
-        KubeOp("create", "Node", body=_node(f"{p}-a")),  # AlreadyExists
     ]
     second = [
         KubeOp("patch", "Node", f"{p}-a", body={"metadata": {"labels": {"x": "1"}}}),
@@ -98,6 +99,7 @@ def _rounds(prefix: str, claim_name: str = "") -> list[list[KubeOp]]:
             claim_name,
             body={"metadata": {"labels": {"y": "2"}}, "status": {"nodeName": "n"}},
         ),
+        KubeOp("create", "Node", body=_node(f"{p}-a")),  # AlreadyExists
     ]
     return [first, second]
 
@@ -162,8 +164,8 @@ def test_a_batch_answers_and_leaves_the_state_as_the_same_calls_one_by_one(kubec
     seq_echoes, echoed[:] = list(echoed), []
     batched = _run(kubectl, "bat", batched=True)
     assert [[_plain(r) for r in rnd] for rnd in batched] == [[_plain(r) for r in rnd] for rnd in one_by_one]
-    assert [type(r).__name__ for r in batched[0]][-1] == "AlreadyExists"
     assert [type(r).__name__ for r in batched[1]][3] == "NotFound"
+    assert [type(r).__name__ for r in batched[1]][-1] == "AlreadyExists"
     assert _objects(kubectl, "bat") == _objects(kubectl, "seq") != []
     assert [_echo_of(e, "bat") for e in echoed] == [_echo_of(e, "seq") for e in seq_echoes]
 
