@@ -159,14 +159,12 @@ def _iter_file(file: Path, parallel: bool | None, *, start: bool = False) -> tup
     try:
         data = file.read_bytes()
     except OSError as exc:
-        name, problem = _file_problem(str(file), f"cannot read: {exc.strerror or exc}")
-        return name, iter(problem)
+        return _file_problem(str(file), f"cannot read: {exc.strerror or exc}")
     try:
         text = data.decode("utf-8-sig")  # (a byte-order mark is dropped)
     except UnicodeDecodeError as exc:
         message = f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
-        name, problem = _file_problem(str(file), message)
-        return name, iter(problem)
+        return _file_problem(str(file), message)
     return (str(file), _documents(text, str(file), parallel, start=start))
 
 
@@ -193,8 +191,7 @@ def iter_path(
     elif path.exists():
         files = [path]
     else:
-        name, problem = _file_problem(str(path), "no such file or directory")
-        yield name, iter(problem)
+        yield _file_problem(str(path), "no such file or directory")
         return
     for file in files:
         yield _iter_file(file, parallel, start=start)

@@ -134,8 +134,9 @@ def test_index_memos_equal_fresh_answers(catalog: Catalog, pool: list[Query], pi
             for pick in [*range(len(pool)), *picks]:
                 query = pool[pick % len(pool)]
                 options, reqs, requests = build(query, n)
-                got = shared.narrow(options, reqs, requests)
-                again = shared.narrow(options, reqs, requests)  # the same objects: by id
+                bits = shared.bits_of(options)
+                got, _ = shared.narrow(options, bits, reqs, requests)
+                again, _ = shared.narrow(options, bits, reqs, requests)  # the same objects: by id
                 fresh = TypeIndex(types, daemon)
                 expected = fresh.options_of(fresh.narrow_bits(fresh.bits_of(options), reqs, requests))
                 reference = nodeclaim._reference_narrow(fresh, options, reqs, requests, daemon)
@@ -164,7 +165,8 @@ def test_narrow_memo_tells_requests_and_requirements_apart() -> None:
     base = Requirements([Requirement.in_(wk.HOSTNAME, "h")])
 
     def narrow(reqs: Requirements, cpu: int) -> list[str]:
-        options = index.narrow(index.all.copy(), reqs, Resources({"cpu": cpu}))
+        given = index.all.copy()
+        options, _ = index.narrow(given, index.bits_of(given), reqs, Resources({"cpu": cpu}))
         return [index.types[i].name for i in options.tolist()]
 
     assert narrow(base, 500) == ["small", "big"]

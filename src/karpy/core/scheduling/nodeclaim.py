@@ -236,7 +236,7 @@ class ClaimInProgress:
     # (claim requests, pod requests, their sum) of the last ``can_add``: ``add`` follows it
     _sum: tuple[Resources, Resources, Resources] | None = None
     attached: dict[str, frozenset[str]] = field(default_factory=dict)  # claims per CSI driver (its pods')
-    bits: int = 0
+    bits: int = 0  # ``options`` as a bitset (open() sets it)
     # (options, bits) of the last ``can_add``'s narrowing: ``add`` takes the bits with the options
     _narrowed: tuple[Options, int] | None = None
 
@@ -250,9 +250,9 @@ class ClaimInProgress:
         well_known: frozenset[str],
     ) -> ClaimInProgress:
         reqs = template.requirements.add(Requirement.in_(labels.HOSTNAME, hostname))
-        claim = cls(template, hostname, reqs, options, topology, well_known)
-        claim.bits = claim.index.bits_of(options)
-        return claim
+        index = template.index
+        assert index is not None
+        return cls(template, hostname, reqs, options, topology, well_known, bits=index.bits_of(options))
 
     @property
     def index(self) -> TypeIndex:
@@ -384,8 +384,7 @@ class ClaimInProgress:
         self._narrowed = None
         if not index.usable or self.template.exact_filter:
             return _reference_narrow(index, self.options, reqs, requests, self.template.daemon)
-        bits = index.narrow_bits(self.bits, reqs, requests)
-        options = self.options if bits == self.bits else index.options_of(bits)
+        options, bits = index.narrow(self.options, self.bits, reqs, requests)
         self._narrowed = (options, bits)
         if pod_ports and index.has_ports and len(options):
             daemon = self.template.daemon

@@ -286,12 +286,14 @@ class TypeIndex:
         """The options of ``bits`` kept by the instance-type filter (see the module docstring)."""
         return bits & self.fits_bits(requests) & self.requirement_bits(reqs) & self.offering_bits(reqs)
 
-    def narrow(self, options: Options, reqs: Requirements, requests: Resources) -> Options:
-        """:meth:`narrow_bits` of an options array; ``options`` itself when every option is kept
-        (callers keep what they derived from it), else a read-only array."""
-        bits = self.bits_of(options)
+    def narrow(
+        self, options: Options, bits: int, reqs: Requirements, requests: Resources
+    ) -> tuple[Options, int]:
+        """:meth:`narrow_bits` of a claim's options (``options`` as an array, ``bits`` the same set),
+        as (array, bitset): ``options`` itself when every option is kept (callers keep what they
+        derived from it), else a read-only array."""
         kept = self.narrow_bits(bits, reqs, requests)
-        return options if kept == bits else self.options_of(kept)
+        return (options if kept == bits else self.options_of(kept)), kept
 
     def cheapest(self, reqs: Requirements) -> npt.NDArray[np.float64]:
         """Per type: the cheapest available offering price that ``reqs`` allow (inf: none)."""
